@@ -1,0 +1,76 @@
+"""Every object key s3stream writes, in one place (the bucket layout is part of the format).
+
+::
+
+    {root}/topics/{name}/meta/{seq:020d}.json                 topic document versions (put-if-absent)
+    {root}/logs/{topic_id}/{partition}/manifest/{seq:020d}.json   partition manifests (put-if-absent)
+    {root}/logs/{topic_id}/{partition}/segments/{base:020d}-{ulid}.parquet   sealed segments (unique)
+    {root}/logs/{topic_id}/{partition}/gc/manifest.boundary    manifest GC boundary (If-Match)
+    {root}/wal/{node_id}/{seq:020d}.wal                        WAL objects; the key is the commit point
+    {root}/_probe/{token}/...                                  capability probe scratch keys
+
+``{root}`` is the store's prefix (empty for a bucket root); keys below are relative to the root and
+the store wraps its ObjectStore with the prefix. 20-digit zero padding sorts lexicographically, but
+readers parse and sort numbers themselves.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = [
+    "log_prefix",
+    "manifest_key",
+    "parse_seq",
+    "parse_wal_key",
+    "segment_key",
+    "topic_meta_key",
+    "topic_meta_prefix",
+    "wal_key",
+    "wal_prefix",
+]
+
+_SEQ_RE = re.compile(r"(\d{20})\.(?:json|wal)$")
+
+
+def topic_meta_prefix(name: str) -> str:
+    return f"topics/{name}/meta/"
+
+
+def topic_meta_key(name: str, seq: int) -> str:
+    return f"{topic_meta_prefix(name)}{seq:020d}.json"
+
+
+def log_prefix(topic_id: str, partition: int) -> str:
+    return f"logs/{topic_id}/{partition}/"
+
+
+def manifest_key(topic_id: str, partition: int, seq: int) -> str:
+    return f"{log_prefix(topic_id, partition)}manifest/{seq:020d}.json"
+
+
+def segment_key(topic_id: str, partition: int, base_offset: int, ulid: str) -> str:
+    return f"{log_prefix(topic_id, partition)}segments/{base_offset:020d}-{ulid.lower()}.parquet"
+
+
+def wal_prefix(node_id: str) -> str:
+    return f"wal/{node_id}/"
+
+
+def wal_key(node_id: str, seq: int) -> str:
+    return f"{wal_prefix(node_id)}{seq:020d}.wal"
+
+
+def parse_seq(key: str) -> int | None:
+    """The sequence number of a manifest, topic-meta or WAL object key; None for other keys."""
+    m = _SEQ_RE.search(key)
+    return int(m.group(1)) if m else None
+
+
+def parse_wal_key(key: str) -> tuple[str, int] | None:
+    """``(node_id, seq)`` of a WAL object key."""
+    parts = key.split("/")
+    if len(parts) != 3 or parts[0] != "wal":
+        return None
+    seq = parse_seq(parts[2])
+    return None if seq is None else (parts[1], seq)

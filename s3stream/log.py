@@ -1,0 +1,609 @@
+"""PartitionLog: append, read and roll one partition over its WAL tail, WAL objects and sealed segments.
+
+State of a partition *in the process that writes it* (guarded by ``_lock``):
+
+* ``manifest``: the latest committed manifest (sealed segments, log start, WAL cursor, writer epoch);
+* ``pending``: segments already rolled (a boundary decided at append, rule S1) but not yet sealed;
+* ``active``: the segment receiving appends; ``leo``: the next offset;
+* ``memory``: recent batches (the tail cache; unflushed ones are pinned until their WAL object lands);
+* ``chunks``: where this node's WAL objects hold the partition's unsealed records.
+
+Invariants: ``manifest.next_offset <= pending[0].base <= ... <= active.base <= leo``; every offset in
+``[manifest.next_offset, leo)`` is in ``memory`` or ``chunks`` (or both); a record is acknowledged only
+once it is in the fsynced local WAL (``ack=wal``) or in a committed WAL object (``ack=s3``).
+
+A process that does not write the partition reads it from the manifest plus a scan of the writer's WAL
+namespace (:mod:`s3stream.walscan`). The first write claims the partition (a writer-epoch commit); if
+another node wrote it, that node's namespace is fenced and its unsealed records are sealed first, so
+nothing acknowledged is lost.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from s3stream.config import TopicConfig
+from s3stream.errors import (
+    CorruptData,
+    InvalidRecord,
+    ObjectNotFound,
+    OffsetOutOfRange,
+    PolicyViolation,
+    RecordTooLarge,
+    UnknownTopic,
+)
+from s3stream.manifest.intents import (
+    add_segment,
+    advance_log_start,
+    claim_writer,
+    compose,
+    set_wal_cursor,
+)
+from s3stream.manifest.model import Epoch, Manifest, SegmentRef, WalCursor
+from s3stream.manifest.versioned import VersionedStore, manifest_store, writer_fence
+from s3stream.readpath import LogView, read_table
+from s3stream.records import AppendResult, Record, SegmentInfo, batch_from_records, records_from_batch
+from s3stream.roll import ActiveStats, should_roll
+from s3stream.sealing import write_segment
+from s3stream.uploader import BufferedAppend
+from s3stream.walentry import AppendEntry, RollEntry, encode_entry
+from s3stream.walscan import ChunkRef, contiguous_chunks
+
+if TYPE_CHECKING:
+    import concurrent.futures
+
+    from s3stream.manifest.topicdoc import TopicDoc
+    from s3stream.runtime import NodeRuntime, Runtime
+
+__all__ = ["PartitionLog"]
+
+log = logging.getLogger(__name__)
+
+_BATCH_OVERHEAD_BYTES = 61  # a Kafka record batch header; counts against max.message.bytes
+
+
+@dataclass(slots=True)
+class _Unsealed:
+    """A segment not yet sealed: the active one, or one rolled and awaiting its seal."""
+
+    base_offset: int
+    end_offset: int
+    size_bytes: int = 0
+    record_count: int = 0
+    max_timestamp: int = -1
+    first_batch_max_ts: int = -1
+    created_ms: int = 0
+    jitter_ms: int = 0
+
+    def stats(self) -> ActiveStats:
+        return ActiveStats(self.base_offset, self.size_bytes, self.record_count, self.first_batch_max_ts,
+                           self.created_ms, self.jitter_ms)
+
+    def add(self, nbytes: int, count: int, max_ts: int, end_offset: int, first_ts: int | None = None) -> None:
+        """Account a batch; ``first_ts`` stands in for the first batch's max timestamp when rebuilding."""
+        if self.record_count == 0 and self.first_batch_max_ts < 0:
+            self.first_batch_max_ts = max_ts if first_ts is None else first_ts
+        self.size_bytes += nbytes
+        self.record_count += count
+        self.max_timestamp = max(self.max_timestamp, max_ts)
+        self.end_offset = end_offset
+
+
+@dataclass(slots=True)
+class _Writer:
+    epoch: Epoch
+    node: NodeRuntime
+    leo: int
+    active: _Unsealed
+    pending: list[_Unsealed] = field(default_factory=list)
+    memory: list[pa.RecordBatch] = field(default_factory=list)
+    memory_bytes: int = 0
+    unflushed_from: int = 0
+    chunks: list[ChunkRef] = field(default_factory=list)
+
+
+class PartitionLog:
+    """One partition of a topic. Obtain it with ``Store.partition(topic, index)``; thread-safe."""
+
+    def __init__(self, rt: Runtime, doc: TopicDoc, partition: int) -> None:
+        self._rt = rt
+        self._topic = doc.name
+        self._topic_id = doc.topic_id
+        self._partition = partition
+        self.log_id = f"{doc.name}/{doc.topic_id}/{partition}"
+        self._vstore: VersionedStore[Manifest] = manifest_store(
+            rt.objstore, topic=doc.name, topic_id=doc.topic_id, partition=partition, clock=rt.clock, ids=rt.ids,
+            crash_points=rt.crash)
+        self._lock = threading.RLock()
+        self._seal_lock = threading.Lock()
+        self._w: _Writer | None = None
+        self._manifest: Manifest | None = None
+
+    # -- identity and config ---------------------------------------------------------------------
+
+    @property
+    def topic(self) -> str:
+        return self._topic
+
+    @property
+    def partition(self) -> int:
+        return self._partition
+
+    @property
+    def topic_id(self) -> str:
+        return self._topic_id
+
+    def __repr__(self) -> str:
+        return f"PartitionLog({self._topic!r}, {self._partition})"
+
+    def _config(self, *, refresh: bool = False) -> TopicConfig:
+        doc = self._rt.catalog.get(self._topic, refresh=refresh)
+        if doc.topic_id != self._topic_id:
+            raise UnknownTopic(f"topic {self._topic!r} was deleted (and re-created)")
+        return TopicConfig.from_overrides(doc.config)
+
+    @property
+    def manifest_store(self) -> VersionedStore[Manifest]:
+        return self._vstore
+
+    def manifest(self, *, refresh: bool = True) -> Manifest:
+        """The latest committed manifest of this partition (an empty one before the first commit)."""
+        with self._lock:
+            if refresh or self._manifest is None:
+                m = self._vstore.load_latest() or Manifest.empty(self._topic, self._topic_id, self._partition)
+                if self._manifest is None or m.seq >= self._manifest.seq:
+                    self._manifest = m
+            return self._manifest
+
+    # -- the public API ----------------------------------------------------------------------------
+
+    def append(self, records: Iterable[Record]) -> AppendResult:
+        """Append ``records`` as one atomic batch at consecutive offsets; return where they landed.
+
+        Raises InvalidRecord (e.g. a null key on a compacted topic; nothing of the batch is appended),
+        RecordTooLarge (a record or the batch over ``max.message.bytes``), Fenced, UnknownTopic.
+        """
+        recs = list(records)
+        if not recs:
+            raise InvalidRecord("append needs at least one record")
+        cfg = self._config()
+        now = self._rt.clock.now_ms()
+        timestamps, nbytes = _validate(recs, cfg, now)
+        node = self._rt.node_runtime()
+        node.uploader.wait_for_room(nbytes)
+        ack_s3 = self._rt.settings.ack == "s3"
+        with self._lock:
+            w = self._ensure_writer(node)
+            base = w.leo
+            last = base + len(recs) - 1
+            max_ts = max(timestamps)
+            roll = should_roll(w.active.stats(), incoming_bytes=nbytes, incoming_max_ts=max_ts,
+                               incoming_last_offset=last, now_ms=now, segment_bytes=cfg.segment_bytes,
+                               max_segment_ms=cfg.max_segment_ms)
+            batch = batch_from_records(recs, base, timestamps)
+            wal_future, s3_future = self._write_ahead(node, batch, nbytes, roll=roll, ack_s3=ack_s3)
+            if roll:
+                self._roll_locked(w, cfg, now)
+            w.active.add(nbytes, len(recs), max_ts, last + 1)
+            w.memory.append(batch)
+            w.memory_bytes += nbytes
+            w.leo = last + 1
+        self._rt.note_memory(self, nbytes)
+        if roll:
+            self._rt.request_seal(self)
+        if s3_future is not None:
+            s3_future.result()
+        elif wal_future is not None:
+            wal_future.result()
+        self._rt.metrics.appended(self._topic, len(recs), nbytes)
+        return AppendResult(base, last)
+
+    def read(self, offset: int, max_records: int | None = None, max_bytes: int | None = None) -> list[Record]:
+        """Records at offsets >= ``offset`` in offset order, up to ``max_records``/``max_bytes``.
+
+        Returns ``[]`` only at the log end; inside a compaction gap returns the next records.
+        Raises OffsetOutOfRange below the log start or above the log end.
+        """
+        return records_from_batch(self.read_arrow(offset, max_records=max_records, max_bytes=max_bytes))
+
+    def read_arrow(self, offset: int, *, max_records: int | None = None, max_bytes: int | None = None) -> pa.Table:
+        """Like :meth:`read`, as an Arrow table of ``records.RECORD_SCHEMA`` (the fast path)."""
+        if max_records is not None and max_records <= 0:
+            return pa.Table.from_batches([], schema=_schema())
+        for attempt in range(3):
+            view = self._view(for_offset=offset)
+            _check_offset(offset, view)
+            try:
+                table = read_table(view, offset, log_id=self.log_id, segments=self._rt.segments,
+                                   chunks=self._rt.chunks, max_records=max_records, max_bytes=max_bytes)
+            except ObjectNotFound:
+                # a segment or WAL object was removed after our snapshot (retention, compaction, GC):
+                # re-read the manifest and try again (manifest-protocol.md T4)
+                if attempt == 2:
+                    raise
+                self.manifest(refresh=True)
+                continue
+            return table
+        raise AssertionError("unreachable")
+
+    def flush(self) -> None:
+        """Make everything appended so far durable in object storage (and seal what was rolled)."""
+        node = self._rt.existing_node()
+        if node is not None:
+            node.uploader.flush()
+        self._seal_pending()
+
+    def roll(self) -> None:
+        """Seal the active segment now (a no-op when it is empty) and wait until it is committed."""
+        cfg = self._config()
+        node = self._rt.node_runtime()
+        with self._lock:
+            w = self._ensure_writer(node)
+            if w.active.record_count > 0 or w.active.size_bytes > 0:
+                self._write_roll_marker(node, w.leo)
+                self._roll_locked(w, cfg, self._rt.clock.now_ms())
+        self._seal_pending()
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._view().log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._view().log_end_offset
+
+    def offset_for_timestamp(self, timestamp: int) -> int | None:
+        """The earliest offset whose record timestamp is >= ``timestamp``, or None."""
+        view = self._view()
+        for seg in view.segments:
+            if seg.last_offset < view.log_start_offset or seg.max_timestamp < timestamp:
+                continue
+            found = self._rt.segments.get(seg).offset_for_timestamp(timestamp)
+            if found is not None and found >= view.log_start_offset:
+                return found
+            if found is not None:
+                rest = self._scan_for_timestamp(view, view.log_start_offset, timestamp, until=seg.end_offset)
+                if rest is not None:
+                    return rest
+        start = max(view.next_offset, view.log_start_offset)
+        return self._scan_for_timestamp(view, start, timestamp, until=None)
+
+    def _scan_for_timestamp(self, view: LogView, start: int, timestamp: int, until: int | None) -> int | None:
+        pos = start
+        end = view.log_end_offset if until is None else until
+        while pos < end:
+            table = read_table(view, pos, log_id=self.log_id, segments=self._rt.segments, chunks=self._rt.chunks,
+                               max_bytes=8 << 20, until=end)
+            if table.num_rows == 0:
+                return None
+            mask = pc.greater_equal(table.column("timestamp"), timestamp)
+            idx = pc.index(mask, True).as_py()
+            if idx is not None and idx >= 0:
+                return int(table.column("offset")[idx].as_py())
+            pos = int(table.column("offset")[-1].as_py()) + 1
+        return None
+
+    def delete_records(self, before_offset: int) -> int:
+        """Move the log start offset to ``before_offset`` (-1: the log end); return the new start.
+
+        Never moves backwards; raises OffsetOutOfRange past the log end and PolicyViolation on a topic
+        whose cleanup.policy lacks ``delete`` (rule R8). Segments wholly below the new start are deleted
+        by the next retention pass; reads below it fail at once.
+        """
+        cfg = self._config(refresh=True)
+        if not cfg.delete:
+            raise PolicyViolation(f"DeleteRecords is not allowed on {self._topic!r}: cleanup.policy="
+                                  f"{','.join(sorted(cfg.cleanup_policy)) or '(empty)'} lacks 'delete'")
+        view = self._view()
+        target = view.log_end_offset if before_offset == -1 else before_offset
+        if target < 0 or target > view.log_end_offset:
+            raise OffsetOutOfRange(
+                f"cannot delete records before offset {before_offset}: the log end offset is {view.log_end_offset}",
+                offset=before_offset, log_start_offset=view.log_start_offset, log_end_offset=view.log_end_offset)
+        m = self._vstore.commit(_on_empty(self, advance_log_start(target)))
+        assert m is not None
+        with self._lock:
+            if self._manifest is None or m.seq >= self._manifest.seq:
+                self._manifest = m
+        return m.log_start_offset
+
+    def segments(self) -> list[SegmentInfo]:
+        """Sealed segments first (from the manifest), then rolled-but-unsealed ones, the active one last."""
+        view = self._view()
+        out = [SegmentInfo(s.base_offset, s.last_offset, s.size_bytes, s.record_count, s.max_timestamp,
+                           True, s.key) for s in view.segments]
+        with self._lock:
+            w = self._w
+            if w is not None:
+                for u in [*w.pending, w.active]:
+                    out.append(SegmentInfo(u.base_offset, u.end_offset - 1, u.size_bytes, u.record_count,
+                                           u.max_timestamp, False, None))
+                return out
+        if view.log_end_offset > view.next_offset or not out:
+            size = sum(r.chunk.size_bytes for r in view.chunks)
+            count = sum(r.chunk.record_count for r in view.chunks)
+            max_ts = max((r.chunk.max_timestamp for r in view.chunks), default=-1)
+            out.append(SegmentInfo(view.next_offset, view.log_end_offset - 1, size, count, max_ts, False, None))
+        return out
+
+    # -- views -------------------------------------------------------------------------------------
+
+    def _view(self, for_offset: int | None = None) -> LogView:
+        with self._lock:
+            w = self._w
+            if w is not None:
+                m = self.manifest(refresh=False)
+                return LogView(m.log_start_offset, w.leo, m.next_offset, m.segments,
+                               tuple(c for c in w.chunks if c.chunk.last_offset >= m.next_offset),
+                               tuple(w.memory))
+        m = self.manifest(refresh=True)
+        chunks: list[ChunkRef] = []
+        if m.wal is not None:
+            chunks, _ = contiguous_chunks(self._rt.walindex.scan(m.wal), self.log_id, m.next_offset)
+        leo = chunks[-1].chunk.last_offset + 1 if chunks else m.next_offset
+        return LogView(m.log_start_offset, leo, m.next_offset, m.segments, tuple(chunks))
+
+    # -- writing internals -------------------------------------------------------------------------
+
+    def _write_ahead(self, node: NodeRuntime, batch: pa.RecordBatch, nbytes: int, *, roll: bool, ack_s3: bool
+                     ) -> tuple[concurrent.futures.Future[int] | None, concurrent.futures.Future[int] | None]:
+        import concurrent.futures as cf
+
+        s3_future: cf.Future[int] | None = cf.Future() if ack_s3 else None
+        base = int(batch.column(0)[0].as_py())
+        with node.append_lock:
+            node.uploader.check()
+            if roll:
+                node.wal.append_async(encode_entry(RollEntry(self.log_id, base)))
+            local_seq = node.wal.next_seq
+            wal_future = node.wal.append_async(encode_entry(AppendEntry(self.log_id, batch)))
+            node.uploader.add(BufferedAppend(self.log_id, batch, nbytes, local_seq, (base,) if roll else (),
+                                             s3_future))
+        return wal_future, s3_future
+
+    def _write_roll_marker(self, node: NodeRuntime, base_offset: int) -> None:
+        with node.append_lock:
+            node.uploader.check()
+            node.wal.append_async(encode_entry(RollEntry(self.log_id, base_offset)))
+
+    def _roll_locked(self, w: _Writer, cfg: TopicConfig, now_ms: int) -> None:
+        w.pending.append(w.active)
+        jitter = self._rt.ids.randrange(min(cfg.segment_jitter_ms, cfg.segment_ms)) if cfg.segment_jitter_ms else 0
+        w.active = _Unsealed(w.leo, w.leo, created_ms=now_ms, jitter_ms=jitter)
+
+    def _ensure_writer(self, node: NodeRuntime) -> _Writer:
+        """Claim this partition for this node (once); adopt another node's unsealed data first."""
+        if self._w is not None:
+            if self._w.node is not node:
+                raise UnknownTopic("internal: partition claimed by a closed node")
+            return self._w
+        from s3stream.takeover import claim_partition
+
+        claimed = claim_partition(self, node)
+        m = claimed.manifest
+        self._manifest = m
+        cfg = self._config()
+        now = self._rt.clock.now_ms()
+        jitter = self._rt.ids.randrange(min(cfg.segment_jitter_ms, cfg.segment_ms)) if cfg.segment_jitter_ms else 0
+        segments = _split_unsealed(claimed.chunks, claimed.rolls, m.next_offset, now, jitter,
+                                   lambda ref: self._rt.chunks.get(ref, self.log_id))
+        leo = claimed.chunks[-1].chunk.last_offset + 1 if claimed.chunks else m.next_offset
+        w = _Writer(epoch=claimed.epoch, node=node, leo=leo, active=segments[-1], pending=segments[:-1],
+                    unflushed_from=leo, chunks=list(claimed.chunks))
+        self._w = w
+        node.register(self)
+        if w.pending:
+            self._rt.request_seal(self)
+        return w
+
+    # -- callbacks from the node -------------------------------------------------------------------
+
+    def on_flushed(self, ref: ChunkRef, last_offset: int) -> None:
+        """A WAL object holding our records up to ``last_offset`` committed."""
+        with self._lock:
+            w = self._w
+            if w is None:
+                return
+            w.chunks.append(ref)
+            w.unflushed_from = max(w.unflushed_from, last_offset + 1)
+
+    def evict_memory(self, want_bytes: int) -> int:
+        """Drop flushed batches from the tail cache (oldest first); return the bytes freed."""
+        freed = 0
+        with self._lock:
+            w = self._w
+            if w is None:
+                return 0
+            keep: list[pa.RecordBatch] = []
+            for batch in w.memory:
+                last = int(batch.column(0)[-1].as_py()) if batch.num_rows else -1
+                if freed < want_bytes and last < w.unflushed_from:
+                    nbytes = _nbytes(batch)
+                    freed += nbytes
+                    continue
+                keep.append(batch)
+            w.memory = keep
+            w.memory_bytes -= freed
+        return freed
+
+    def recover_entry(self, entry: AppendEntry | RollEntry, local_seq: int) -> bool:
+        """Replay one local WAL entry after a restart; False when the bucket already holds it."""
+        node = self._rt.node_runtime()
+        with self._lock:
+            w = self._ensure_writer(node)
+            if isinstance(entry, RollEntry):
+                if entry.base_offset == w.active.base_offset or entry.base_offset != w.leo:
+                    return False
+                cfg = self._config()
+                self._roll_locked(w, cfg, self._rt.clock.now_ms())
+                return True
+            batch = entry.batch
+            if batch.num_rows == 0:
+                return False
+            base = int(batch.column(0)[0].as_py())
+            last = int(batch.column(0)[-1].as_py())
+            if last < w.leo:
+                return False
+            if base != w.leo:
+                raise CorruptData(f"local WAL entry {local_seq} of {self.log_id} starts at offset {base} but the "
+                                  f"log ends at {w.leo}: records are missing", source=self.log_id)
+            nbytes = _nbytes(batch)
+            max_ts = int(pc.max(batch.column("timestamp")).as_py())
+            with node.append_lock:
+                node.uploader.add(BufferedAppend(self.log_id, batch, nbytes, local_seq, ()))
+            w.active.add(nbytes, batch.num_rows, max_ts, last + 1)
+            w.memory.append(batch)
+            w.memory_bytes += nbytes
+            w.leo = last + 1
+            return True
+
+    def detach(self) -> None:
+        """Forget writer state (the node closed or was fenced)."""
+        with self._lock:
+            self._w = None
+
+    # -- sealing -----------------------------------------------------------------------------------
+
+    def has_pending_seals(self) -> bool:
+        with self._lock:
+            return bool(self._w is not None and self._w.pending)
+
+    def _seal_pending(self) -> None:
+        """Seal every rolled segment, oldest first (rule: manifest segments stay contiguous)."""
+        with self._seal_lock:
+            while True:
+                with self._lock:
+                    w = self._w
+                    if w is None or not w.pending:
+                        return
+                    seg = w.pending[0]
+                    view = self._view()
+                    epoch = w.epoch
+                    node = w.node
+                self._seal_one(seg, view, epoch, node)
+
+    def _seal_one(self, seg: _Unsealed, view: LogView, epoch: Epoch, node: NodeRuntime) -> None:
+        rt = self._rt
+        table = read_table(view, seg.base_offset, log_id=self.log_id, segments=rt.segments, chunks=rt.chunks,
+                           max_bytes=1 << 62, until=seg.end_offset)
+        ref = write_segment(rt, topic_id=self._topic_id, partition=self._partition, table=table,
+                            base_offset=seg.base_offset, last_offset=seg.end_offset - 1,
+                            first_batch_max_ts=seg.first_batch_max_ts)
+        with self._lock:
+            w = self._w
+            later = [c.seq for c in (w.chunks if w else []) if c.chunk.last_offset >= seg.end_offset]
+        cursor = WalCursor(node.node_id, min([*later, node.uploader.lowest_unpublished_seq]))
+        m = self._vstore.commit(_on_empty(self, add_segment(ref, cursor)), check=writer_fence(epoch))
+        assert m is not None
+        rt.crash.hit("seal.after_manifest_commit")
+        with self._lock:
+            self._manifest = m
+            w = self._w
+            if w is not None and w.pending and w.pending[0] is seg:
+                w.pending.pop(0)
+                w.chunks = [c for c in w.chunks if c.chunk.last_offset >= m.next_offset]
+                kept = [b for b in w.memory if b.num_rows and int(b.column(0)[-1].as_py()) >= m.next_offset]
+                dropped = sum(_nbytes(b) for b in w.memory if not any(b is k for k in kept))
+                w.memory_bytes -= dropped
+                w.memory = kept
+            else:
+                dropped = 0
+        rt.note_memory(self, -dropped)
+        rt.metrics.sealed(self._topic, ref.object_size)
+
+
+def _schema() -> pa.Schema:
+    from s3stream.records import RECORD_SCHEMA
+
+    return RECORD_SCHEMA
+
+
+def _nbytes(batch: pa.RecordBatch) -> int:
+    from s3stream.records import batch_nbytes
+
+    return batch_nbytes(batch)
+
+
+def _on_empty(plog: PartitionLog, intent):  # type: ignore[no-untyped-def]
+    """Adapt an intent over Manifest to one that treats 'no manifest yet' as the empty manifest."""
+    def wrapped(cur: Manifest | None) -> Manifest | None:
+        base = cur if cur is not None else Manifest.empty(plog.topic, plog.topic_id, plog.partition)
+        result: Manifest | None = intent(base)
+        return result
+
+    return wrapped
+
+
+def _check_offset(offset: int, view: LogView) -> None:
+    if offset < view.log_start_offset or offset > view.log_end_offset:
+        raise OffsetOutOfRange(
+            f"offset {offset} is out of range [{view.log_start_offset}, {view.log_end_offset}]",
+            offset=offset, log_start_offset=view.log_start_offset, log_end_offset=view.log_end_offset)
+
+
+def _validate(recs: Sequence[Record], cfg: TopicConfig, now: int) -> tuple[list[int], int]:
+    """Resolve timestamps and check every record; returns (timestamps, logical bytes). Raises on bad input."""
+    total = _BATCH_OVERHEAD_BYTES
+    timestamps: list[int] = []
+    log_append = cfg.message_timestamp_type == "LogAppendTime"
+    for i, r in enumerate(recs):
+        if not isinstance(r, Record):
+            raise InvalidRecord(f"record {i} is a {type(r).__name__}, not an s3stream.Record")
+        if cfg.compact and r.key is None:
+            raise InvalidRecord(f"record {i} has a null key; compacted topics require a key on every record")
+        size = r.size_bytes
+        if size > cfg.max_message_bytes:
+            raise RecordTooLarge(f"record {i} is {size} bytes, larger than max.message.bytes="
+                                 f"{cfg.max_message_bytes}")
+        total += size
+        ts = now if log_append or r.timestamp is None else r.timestamp
+        if ts < 0:
+            raise InvalidRecord(f"record {i} has a negative timestamp {ts}")
+        if not log_append and (now - ts > cfg.message_timestamp_before_max_ms
+                               or ts - now > cfg.message_timestamp_after_max_ms):
+            raise InvalidRecord(f"record {i} timestamp {ts} is outside the accepted range around {now} "
+                                "(message.timestamp.before.max.ms / message.timestamp.after.max.ms)")
+        timestamps.append(ts)
+    if total > cfg.max_message_bytes:
+        raise RecordTooLarge(f"the batch is {total} bytes, larger than max.message.bytes={cfg.max_message_bytes}")
+    return timestamps, total - _BATCH_OVERHEAD_BYTES
+
+
+def _split_unsealed(chunks: Sequence[ChunkRef], rolls: Sequence[int], next_offset: int, now_ms: int,
+                    jitter_ms: int, load: Callable[[ChunkRef], pa.RecordBatch]) -> list[_Unsealed]:
+    """Rebuild pending + active segments from WAL chunks and recorded roll offsets (after a restart).
+
+    A chunk wholly inside one segment contributes its index stats; a chunk that straddles the sealed
+    end or a roll offset is loaded and split, so sizes (which drive rule S1) stay exact.
+    """
+    end = chunks[-1].chunk.last_offset + 1 if chunks else next_offset
+    bounds = sorted({r for r in rolls if next_offset < r < end})
+    segs = [_Unsealed(next_offset, next_offset, created_ms=now_ms)]
+    for ref in chunks:
+        c = ref.chunk
+        while bounds and bounds[0] <= c.base_offset:
+            start = bounds.pop(0)
+            segs.append(_Unsealed(start, start, created_ms=now_ms))
+        inside = [b for b in bounds if b <= c.last_offset]
+        if c.base_offset >= segs[-1].base_offset and not inside:
+            segs[-1].add(c.size_bytes, c.record_count, c.max_timestamp, c.last_offset + 1, c.first_timestamp)
+            continue
+        batch = load(ref)
+        for cut in [*inside, c.last_offset + 1]:
+            part = batch.filter(pc.and_(pc.greater_equal(batch.column("offset"), segs[-1].base_offset),
+                                        pc.less(batch.column("offset"), cut)))
+            if part.num_rows:
+                segs[-1].add(_nbytes(part), part.num_rows, int(pc.max(part.column("timestamp")).as_py()),
+                             int(part.column("offset")[-1].as_py()) + 1, int(part.column("timestamp")[0].as_py()))
+            if cut <= c.last_offset:
+                bounds.pop(0)
+                segs.append(_Unsealed(cut, cut, created_ms=now_ms))
+    segs[-1].jitter_ms = jitter_ms
+    return segs

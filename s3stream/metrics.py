@@ -1,0 +1,53 @@
+"""Prometheus metrics of one store (a registry per store, so several stores can live in one process).
+
+Names follow Kafka's where Kafka has one (``kafka.log`` / ``kafka.server`` families), prefixed
+``s3stream_``; ``Store.metrics_registry`` is what ``s3stream serve`` exposes over HTTP.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+__all__ = ["StoreMetrics"]
+
+_LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0)
+_SIZE_BUCKETS = tuple(float(1 << k) for k in range(10, 31, 2))
+
+
+class StoreMetrics:
+    """The metric objects; components call the small methods below."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.records_in = Counter("s3stream_records_in", "Records appended", ["topic"], registry=r)
+        self.bytes_in = Counter("s3stream_bytes_in", "Logical bytes appended", ["topic"], registry=r)
+        self.ack_latency = Histogram("s3stream_append_ack_seconds", "Append latency until acknowledged",
+                                     buckets=_LATENCY_BUCKETS, registry=r)
+        self.flushes = Counter("s3stream_wal_objects", "WAL objects committed", registry=r)
+        self.flush_size = Histogram("s3stream_wal_object_bytes", "Size of committed WAL objects",
+                                    buckets=_SIZE_BUCKETS, registry=r)
+        self.flush_partitions = Histogram("s3stream_wal_object_partitions", "Partitions per WAL object",
+                                          buckets=(1, 2, 4, 8, 16, 64, 256, 1024, 4096), registry=r)
+        self.segments_sealed = Counter("s3stream_segments_sealed", "Segments sealed", ["topic"], registry=r)
+        self.segment_bytes = Counter("s3stream_segment_bytes_written", "Segment object bytes written", ["topic"],
+                                     registry=r)
+        self.requests = Counter("s3stream_object_store_requests", "Object store requests", ["op"], registry=r)
+        self.request_errors = Counter("s3stream_object_store_errors", "Object store errors", ["op", "kind"],
+                                      registry=r)
+        self.buffered_bytes = Gauge("s3stream_buffered_bytes", "Bytes appended but not yet in a WAL object",
+                                    registry=r)
+        self.garbage_deleted = Counter("s3stream_gc_deleted_objects", "Objects deleted by GC", ["kind"], registry=r)
+
+    def appended(self, topic: str, records: int, nbytes: int) -> None:
+        self.records_in.labels(topic).inc(records)
+        self.bytes_in.labels(topic).inc(nbytes)
+
+    def flushed(self, nbytes: int, partitions: int) -> None:
+        self.flushes.inc()
+        self.flush_size.observe(nbytes)
+        self.flush_partitions.observe(partitions)
+
+    def sealed(self, topic: str, nbytes: int) -> None:
+        self.segments_sealed.labels(topic).inc()
+        self.segment_bytes.labels(topic).inc(nbytes)

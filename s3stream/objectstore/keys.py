@@ -1,0 +1,36 @@
+"""Key validation shared by every backend (no path escapes, no surprises on any store)."""
+
+from __future__ import annotations
+
+from s3stream.errors import InvalidRequest
+
+__all__ = ["validate_key", "validate_prefix"]
+
+_MAX_KEY_BYTES = 1024
+
+
+def validate_key(key: str) -> str:
+    """Return ``key`` if it is a safe relative object key, else raise InvalidRequest."""
+    if not key or key.startswith("/") or key.endswith("/"):
+        raise InvalidRequest(f"invalid object key {key!r}: empty, or leading/trailing '/'")
+    _check_parts(key)
+    return key
+
+
+def validate_prefix(prefix: str) -> str:
+    """Return ``prefix`` if it is a safe listing prefix ('' lists everything)."""
+    if prefix.startswith("/"):
+        raise InvalidRequest(f"invalid prefix {prefix!r}: leading '/'")
+    if prefix:
+        _check_parts(prefix.rstrip("/") or prefix)
+    return prefix
+
+
+def _check_parts(key: str) -> None:
+    if len(key.encode("utf-8")) > _MAX_KEY_BYTES:
+        raise InvalidRequest(f"invalid object key: longer than {_MAX_KEY_BYTES} bytes")
+    if "\\" in key or any(ord(c) < 0x20 or ord(c) == 0x7F for c in key):
+        raise InvalidRequest(f"invalid object key {key!r}: backslash or control character")
+    for part in key.split("/"):
+        if part in ("", ".", ".."):
+            raise InvalidRequest(f"invalid object key {key!r}: empty, '.' or '..' path segment")

@@ -1,0 +1,399 @@
+"""A local-directory ObjectStore: the embedded default backend (URL ``file:///ABS/DIR``).
+
+Layout and vocabulary:
+
+* ``root/<key>`` is the object: one regular file per key, ``/`` in keys are directories.
+* ``root/.tmp/`` holds in-flight writes; ``root/.locks/<sha1 of key>`` are per-key lock files used
+  by ``If-Match`` puts. Both names are reserved: keys whose first segment is one of them are refused,
+  and listings skip them.
+* The ETag is ``'"' + md5 hex + '"'`` of the content, like S3's single-part ETag.
+
+Invariants:
+
+* **Atomic visibility.** A write goes to a temp file in ``.tmp``, is fsynced and then published with
+  one rename/link, so a reader sees the old or the new object, never a torn one; the parent directory
+  is fsynced after a publish and after creating directories, so the new entry survives a crash.
+* **Put-if-absent is atomic across processes** on one host: ``os.link(tmp, final)`` fails with
+  ``EEXIST`` if the key exists (POSIX ``link(2)`` never replaces).
+* **If-Match is atomic with respect to other If-Match writers** of the key: an exclusive
+  ``flock`` on the key's lock file spans compare-ETag and replace. Unconditional puts and deletes do
+  not take the lock (they are last-writer-wins, as on S3); s3stream never mixes them with If-Match on
+  one key.
+* **No path escapes the root.** Keys pass :func:`validate_key` and the real path (symlinks resolved)
+  must lie inside the real root; symlinks are never followed by listings.
+* Object modification times come from the injected :class:`Clock` (set with ``os.utime`` before
+  publishing), so a ``ManualClock`` drives GC ages on this backend exactly as on the memory backend.
+
+Limitation (inherent to a file tree): a key cannot be both an object and a "directory" of other keys
+(``a`` and ``a/b``); such a put raises :class:`InvalidRequest`. s3stream's own layout never does this.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import hashlib
+import os
+import tempfile
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator
+from pathlib import Path
+
+from s3stream.clock import Clock, SystemClock
+from s3stream.errors import (
+    InvalidRequest,
+    ObjectNotFound,
+    PreconditionFailed,
+    S3StreamError,
+    StoreAccessError,
+    TransientError,
+)
+from s3stream.objectstore.keys import validate_key, validate_prefix
+from s3stream.objectstore.protocol import ByteRange, ListEntry, ObjectMeta
+
+__all__ = ["LocalObjectStore"]
+
+_TMP_DIR = ".tmp"
+_LOCK_DIR = ".locks"
+_RESERVED = frozenset({_TMP_DIR, _LOCK_DIR})
+_ETAG_CACHE_MAX = 4096
+_CHUNK = 1 << 20
+# A concurrent delete may prune the parent directory between our mkdir and our rename; retry then.
+_PUBLISH_ATTEMPTS = 5
+_TRANSIENT_ERRNOS = frozenset({errno.EIO, errno.EAGAIN, errno.EINTR, errno.EBUSY, errno.ETIMEDOUT})
+_ACCESS_ERRNOS = frozenset({errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT})
+_SHAPE_ERRNOS = frozenset({errno.ENOTDIR, errno.EISDIR, errno.EEXIST, errno.ENOTEMPTY,
+                           errno.ENAMETOOLONG})
+
+
+def _md5_etag(data: bytes | bytearray | memoryview) -> str:
+    return '"' + hashlib.md5(data, usedforsecurity=False).hexdigest() + '"'
+
+
+def _is_valid_key(key: str) -> bool:
+    try:
+        validate_key(key)
+    except InvalidRequest:
+        return False
+    return True
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class LocalObjectStore:
+    """Objects as files under ``root``; thread- and process-safe for the conditional writes."""
+
+    def __init__(self, root: str | Path, *, clock: Clock | None = None) -> None:
+        self._clock = clock or SystemClock()
+        try:
+            Path(root).mkdir(parents=True, exist_ok=True)
+            self._root = Path(os.path.realpath(root))
+            (self._root / _TMP_DIR).mkdir(exist_ok=True)
+            (self._root / _LOCK_DIR).mkdir(exist_ok=True)
+        except OSError as exc:
+            raise StoreAccessError(f"cannot use local store directory {root}: {exc.strerror}") from exc
+        self._etags: OrderedDict[str, tuple[int, int, int, int, str]] = OrderedDict()
+        self._etags_lock = threading.Lock()
+
+    @property
+    def root(self) -> Path:
+        """The resolved root directory."""
+        return self._root
+
+    @property
+    def url(self) -> str:
+        return self._root.as_uri()
+
+    # -- paths and errors -------------------------------------------------------------------------
+
+    def _path(self, key: str) -> Path:
+        """The file of ``key``, refusing reserved names and anything resolving outside the root."""
+        validate_key(key)
+        if key.split("/", 1)[0] in _RESERVED:
+            raise InvalidRequest(f"invalid object key {key!r}: {_TMP_DIR}/{_LOCK_DIR} are reserved")
+        path = self._root / key
+        self._check_inside(path, key)
+        return path
+
+    def _check_inside(self, path: Path, key: str) -> None:
+        real = os.path.realpath(path)
+        root = str(self._root)
+        if real != root and not real.startswith(root + os.sep):
+            raise InvalidRequest(f"object key {key!r} resolves outside the store root (symlink?)")
+
+    def _error(self, exc: OSError, key: str, op: str) -> S3StreamError:
+        """The one place that maps an OSError of this backend to the typed error taxonomy."""
+        where = f"local store {self._root}: {op} {key!r}"
+        if exc.errno == errno.ENOENT:
+            return ObjectNotFound(f"{key} not found ({where})", key=key)
+        if exc.errno in _SHAPE_ERRNOS:
+            return InvalidRequest(f"{where}: key conflicts with an existing object or directory "
+                                  f"({exc.strerror})")
+        if exc.errno in _TRANSIENT_ERRNOS:
+            return TransientError(f"{where}: {exc.strerror}", key=key)
+        if exc.errno in _ACCESS_ERRNOS:
+            return StoreAccessError(f"{where}: {exc.strerror}")
+        return StoreAccessError(f"{where}: {exc.strerror or exc}")
+
+    # -- writes -----------------------------------------------------------------------------------
+
+    def put(self, key: str, data: bytes | bytearray | memoryview, *, if_none_match: bool = False,
+            if_match: str | None = None) -> ObjectMeta:
+        path = self._path(key)
+        etag = _md5_etag(data)
+        now_ms = self._clock.now_ms()
+        try:
+            tmp, tmp_ino = self._write_temp(data, now_ms)
+        except OSError as exc:
+            raise self._error(exc, key, "write") from exc
+        try:
+            if if_match is not None:
+                self._publish_if_match(tmp, path, key, if_match)
+            else:
+                self._publish(tmp, path, key, exclusive=if_none_match)
+        except OSError as exc:
+            raise self._error(exc, key, "put") from exc
+        finally:
+            self._unlink_quiet(tmp)
+        try:
+            st = path.stat()
+        except OSError:
+            pass  # already replaced or deleted by someone else: nothing to cache
+        else:
+            if st.st_ino == tmp_ino:
+                self._remember_etag(path, st, etag)
+        return ObjectMeta(key, len(memoryview(data).cast("B")), etag, now_ms)
+
+    def _write_temp(self, data: bytes | bytearray | memoryview, now_ms: int) -> tuple[Path, int]:
+        """Write ``data`` to a fresh temp file stamped with ``now_ms``, fsync it; return path, inode."""
+        fd, name = tempfile.mkstemp(dir=self._root / _TMP_DIR, prefix="put-", suffix=".tmp")
+        try:
+            view = memoryview(data).cast("B")
+            written = 0
+            while written < len(view):
+                written += os.write(fd, view[written:written + _CHUNK])
+            now_ns = now_ms * 1_000_000
+            os.utime(fd, ns=(now_ns, now_ns))
+            os.fsync(fd)
+            ino = os.fstat(fd).st_ino
+        except BaseException:
+            os.close(fd)
+            self._unlink_quiet(Path(name))
+            raise
+        os.close(fd)
+        return Path(name), ino
+
+    def _publish(self, tmp: Path, path: Path, key: str, *, exclusive: bool) -> None:
+        """Rename (or, for put-if-absent, hard-link) ``tmp`` to ``path`` and fsync the directory."""
+        for attempt in range(_PUBLISH_ATTEMPTS):
+            self._makedirs(path.parent, key)
+            try:
+                if exclusive:
+                    os.link(tmp, path)
+                else:
+                    os.replace(tmp, path)
+            except FileExistsError as exc:
+                raise PreconditionFailed(f"{key} already exists", key=key) from exc
+            except FileNotFoundError:
+                if attempt + 1 == _PUBLISH_ATTEMPTS:
+                    raise
+                continue  # a concurrent delete pruned the parent directory: recreate it
+            _fsync_dir(path.parent)
+            return
+
+    def _publish_if_match(self, tmp: Path, path: Path, key: str, if_match: str) -> None:
+        lock_path = self._root / _LOCK_DIR / hashlib.sha1(key.encode("utf-8"),
+                                                          usedforsecurity=False).hexdigest()
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                current = self._content_etag(path)  # never the cache: this decides a CAS
+            except (FileNotFoundError, IsADirectoryError, NotADirectoryError) as exc:
+                raise PreconditionFailed(f"{key}: If-Match on a missing key", key=key) from exc
+            if current != if_match:
+                raise PreconditionFailed(f"{key}: ETag does not match", key=key)
+            self._publish(tmp, path, key, exclusive=False)
+        finally:
+            os.close(fd)  # closing the descriptor releases the flock
+
+    def _makedirs(self, directory: Path, key: str) -> None:
+        """Create missing directories up to ``directory``, fsyncing each parent of a new one."""
+        missing: list[Path] = []
+        cur = directory
+        while cur != self._root and not cur.is_dir():
+            missing.append(cur)
+            cur = cur.parent
+        for d in reversed(missing):
+            self._check_inside(d, key)
+            try:
+                d.mkdir()
+            except FileExistsError:
+                if not d.is_dir():
+                    raise
+                continue
+            _fsync_dir(d.parent)
+
+    @staticmethod
+    def _unlink_quiet(path: Path) -> None:
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            pass
+
+    # -- ETags ------------------------------------------------------------------------------------
+
+    def _remember_etag(self, path: Path, st: os.stat_result, etag: str) -> None:
+        # Writes always publish a new inode, and linking/renaming sets its ctime (kernel time, not the
+        # injected clock), so (inode, size, mtime, ctime) identifies one content version.
+        with self._etags_lock:
+            self._etags[str(path)] = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, etag)
+            self._etags.move_to_end(str(path))
+            while len(self._etags) > _ETAG_CACHE_MAX:
+                self._etags.popitem(last=False)
+
+    def _cached_etag(self, path: Path) -> str:
+        """The ETag for ``head``: from the cache when the inode identity matches, else computed."""
+        st = path.stat()
+        with self._etags_lock:
+            hit = self._etags.get(str(path))
+        if hit is not None and hit[:4] == (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns):
+            return hit[4]
+        etag = self._content_etag(path)
+        if path.stat() == st:  # unchanged while we read it
+            self._remember_etag(path, st, etag)
+        return etag
+
+    @staticmethod
+    def _content_etag(path: Path) -> str:
+        """The ETag computed from the file's bytes (cost: one read; fine for metadata objects)."""
+        digest = hashlib.md5(usedforsecurity=False)
+        with path.open("rb") as f:
+            while chunk := f.read(_CHUNK):
+                digest.update(chunk)
+        return '"' + digest.hexdigest() + '"'
+
+    # -- reads ------------------------------------------------------------------------------------
+
+    def get(self, key: str, byte_range: ByteRange | None = None) -> bytes:
+        path = self._path(key)
+        try:
+            with path.open("rb") as f:
+                size = os.fstat(f.fileno()).st_size
+                start, end = (0, size) if byte_range is None else byte_range.resolve(size)
+                f.seek(start)
+                data = f.read(end - start)
+        except IsADirectoryError as exc:
+            raise ObjectNotFound(f"{key} not found", key=key) from exc
+        except OSError as exc:
+            raise self._error(exc, key, "get") from exc
+        if len(data) != end - start:
+            raise TransientError(f"local store {self._root}: short read of {key!r}", key=key)
+        return data
+
+    def head(self, key: str) -> ObjectMeta:
+        path = self._path(key)
+        try:
+            st = path.stat()
+            is_file = path.is_file()
+            etag = self._cached_etag(path) if is_file else ""
+        except (IsADirectoryError, NotADirectoryError):
+            is_file = False
+        except OSError as exc:
+            raise self._error(exc, key, "head") from exc
+        if not is_file:
+            raise ObjectNotFound(f"{key} not found", key=key)
+        return ObjectMeta(key, st.st_size, etag, st.st_mtime_ns // 1_000_000)
+
+    def list(self, prefix: str, *, start_after: str | None = None) -> Iterator[ListEntry]:
+        validate_prefix(prefix)
+        base = prefix[: prefix.rfind("/") + 1]  # the deepest directory the prefix names
+        if base.split("/", 1)[0] in _RESERVED:
+            return iter(())
+        directory = self._root / base if base else self._root
+        if base:
+            self._check_inside(directory, prefix)
+        return self._walk(directory, base, prefix, start_after)
+
+    def _walk(self, directory: Path, dir_key: str, prefix: str,
+              start_after: str | None) -> Iterator[ListEntry]:
+        """Yield objects under ``directory`` in key order, lazily, one directory level at a time.
+
+        A subdirectory ``d`` sorts as ``d + "/"``: every key inside it starts with that string, so
+        sorting names this way yields the global lexicographic order of keys without a full scan.
+        """
+        try:
+            with os.scandir(directory) as it:
+                entries = [(e.name + "/" if e.is_dir(follow_symlinks=False) else e.name, e) for e in it]
+        except FileNotFoundError:
+            return
+        except NotADirectoryError:
+            return
+        except OSError as exc:
+            raise self._error(exc, dir_key, "list") from exc
+        entries.sort(key=lambda pair: pair[0])
+        for name, entry in entries:
+            key = dir_key + name
+            if not dir_key and name.rstrip("/") in _RESERVED:
+                continue
+            if name.endswith("/"):
+                if not (key.startswith(prefix) or prefix.startswith(key)):
+                    continue
+                if start_after is not None and start_after > key and not start_after.startswith(key):
+                    continue  # the whole subtree sorts before start_after
+                yield from self._walk(Path(entry.path), key, prefix, start_after)
+                continue
+            if not key.startswith(prefix) or (start_after is not None and key <= start_after):
+                continue
+            if not _is_valid_key(key):
+                continue  # a stray file no key can name (e.g. a backslash): not an object
+            found = self._list_entry(entry, key)
+            if found is not None:
+                yield found
+
+    def _list_entry(self, entry: os.DirEntry[str], key: str) -> ListEntry | None:
+        try:
+            if not entry.is_file(follow_symlinks=False):
+                return None  # symlinks and special files are not objects
+            st = entry.stat(follow_symlinks=False)
+        except FileNotFoundError:
+            return None  # deleted while listing
+        except OSError as exc:
+            raise self._error(exc, key, "list") from exc
+        return ListEntry(key, st.st_size, st.st_mtime_ns // 1_000_000)
+
+    # -- delete -----------------------------------------------------------------------------------
+
+    def delete(self, key: str) -> None:
+        path = self._path(key)
+        try:
+            path.unlink()
+        except (FileNotFoundError, IsADirectoryError):
+            return
+        except OSError as exc:
+            raise self._error(exc, key, "delete") from exc
+        try:
+            _fsync_dir(path.parent)
+        except OSError as exc:
+            raise self._error(exc, key, "delete") from exc
+        self._prune(path.parent)
+
+    def _prune(self, directory: Path) -> None:
+        """Remove now-empty parent directories, best effort, never the root."""
+        cur = directory
+        while cur != self._root and self._root in cur.parents:
+            try:
+                cur.rmdir()
+            except OSError:
+                return  # not empty (or a concurrent put): stop
+            cur = cur.parent
+
+    def close(self) -> None:
+        pass

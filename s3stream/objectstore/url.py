@@ -1,0 +1,134 @@
+"""Store URLs: parse them, open the ObjectStore they name, and print them without secrets.
+
+Accepted forms::
+
+    memory://NAME[/PREFIX]                        a MemoryObjectStore shared by every opener of NAME
+    file:///ABS/DIR                               a LocalObjectStore rooted at /ABS/DIR (created)
+    s3://BUCKET[/PREFIX][?endpoint_url=URL&region=REGION]
+                                                  an S3ObjectStore; credentials come only from the
+                                                  standard AWS chain, never from the URL
+
+Invariants: a URL never carries credentials (``user:password@`` is refused, so nothing secret can
+leak into logs through :func:`display_url` or error messages); unknown query parameters are refused
+by name, so a typo (``endpoint=``) does not silently fall back to AWS.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
+
+from s3stream.clock import Clock
+from s3stream.errors import InvalidRequest
+from s3stream.ids import IdSource
+from s3stream.objectstore.keys import validate_prefix
+from s3stream.objectstore.protocol import ObjectStore
+
+__all__ = ["StoreUrl", "display_url", "open_object_store", "parse_store_url"]
+
+_ALLOWED_PARAMS: dict[str, frozenset[str]] = {
+    "memory": frozenset(),
+    "file": frozenset(),
+    "s3": frozenset({"endpoint_url", "region"}),
+}
+_SECRET_NAME = re.compile(r"secret|password|passwd|token|credential|signature|(^|_)key$|access",
+                          re.IGNORECASE)
+
+
+@dataclass(frozen=True, slots=True)
+class StoreUrl:
+    """A parsed store URL.
+
+    Attributes:
+        scheme: ``memory``, ``file`` or ``s3``.
+        bucket_or_path: the memory namespace name, the absolute directory, or the bucket.
+        prefix: the key prefix inside it ('' for none), without leading/trailing ``/``.
+        params: the query parameters (already checked against the scheme's allowed names).
+    """
+
+    scheme: str
+    bucket_or_path: str
+    prefix: str = ""
+    params: dict[str, str] = field(default_factory=dict)
+
+
+def parse_store_url(url: str) -> StoreUrl:
+    """Parse and validate ``url``; raise :class:`InvalidRequest` (naming the problem) if it is wrong."""
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    if scheme not in _ALLOWED_PARAMS:
+        raise InvalidRequest(f"unsupported store URL scheme {parts.scheme!r} in {display_url(url)!r}; "
+                             "use memory://, file:///ABS/DIR or s3://BUCKET/PREFIX")
+    if "@" in parts.netloc:
+        raise InvalidRequest("store URLs must not carry credentials; use the AWS credential chain "
+                             f"(environment, profile, instance role): {display_url(url)!r}")
+    params = dict(parse_qsl(parts.query, keep_blank_values=True))
+    unknown = sorted(set(params) - _ALLOWED_PARAMS[scheme])
+    if unknown:
+        raise InvalidRequest(f"unknown query parameter(s) {', '.join(unknown)} in {display_url(url)!r}; "
+                             f"allowed for {scheme}://: {sorted(_ALLOWED_PARAMS[scheme]) or 'none'}")
+    if scheme == "file":
+        return _parse_file(parts.netloc, unquote(parts.path), url)
+    name = parts.netloc
+    if not name:
+        what = "bucket" if scheme == "s3" else "namespace"
+        raise InvalidRequest(f"store URL {display_url(url)!r} names no {what}")
+    prefix = unquote(parts.path).strip("/")
+    if prefix:
+        try:
+            validate_prefix(prefix)
+        except InvalidRequest as exc:
+            raise InvalidRequest(f"invalid prefix in store URL {display_url(url)!r}: {exc}") from exc
+    return StoreUrl(scheme, name, prefix, params)
+
+
+def _parse_file(netloc: str, path: str, url: str) -> StoreUrl:
+    if netloc not in ("", "localhost") or not path.startswith("/") or not Path(path).is_absolute():
+        raise InvalidRequest("file store URLs need an absolute path (file:///ABS/DIR), got "
+                             f"{display_url(url)!r} (a relative path, or a host name)")
+    return StoreUrl("file", path.rstrip("/") or "/", "", {})
+
+
+def open_object_store(url: str, *, clock: Clock | None = None, ids: IdSource | None = None) -> ObjectStore:
+    """Open the ObjectStore ``url`` names (see the module docstring for the forms).
+
+    Raises:
+        InvalidRequest: a malformed URL, a relative file path or an unknown query parameter.
+        StoreAccessError: the directory cannot be created, or S3 has no credentials for the endpoint.
+    """
+    parsed = parse_store_url(url)
+    store: ObjectStore
+    if parsed.scheme == "memory":
+        from s3stream.objectstore.memory import MemoryObjectStore
+        from s3stream.objectstore.prefixed import PrefixedObjectStore
+
+        store = MemoryObjectStore(parsed.bucket_or_path, clock=clock)
+        return PrefixedObjectStore(store, parsed.prefix) if parsed.prefix else store
+    if parsed.scheme == "file":
+        from s3stream.objectstore.local import LocalObjectStore
+
+        return LocalObjectStore(parsed.bucket_or_path, clock=clock)
+    from s3stream.objectstore.s3 import S3ObjectStore  # imported lazily: boto3 is slow to import
+
+    return S3ObjectStore(parsed.bucket_or_path, prefix=parsed.prefix,
+                         endpoint_url=parsed.params.get("endpoint_url") or None,
+                         region=parsed.params.get("region") or None, clock=clock, ids=ids)
+
+
+def display_url(url: str) -> str:
+    """``url`` with anything secret-looking replaced by ``***``: userinfo and secret-named params."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "<unparseable URL>"
+    netloc = parts.netloc
+    if "@" in netloc:
+        netloc = "***@" + netloc.rsplit("@", 1)[1]
+    query = parts.query
+    if query:
+        pairs = parse_qsl(query, keep_blank_values=True)
+        query = urlencode([(k, "***" if _SECRET_NAME.search(k) else display_url(v) if "://" in v else v)
+                           for k, v in pairs], safe=":/*")
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))

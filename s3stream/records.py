@@ -1,0 +1,180 @@
+"""Records, and the Arrow schema every format and hot path shares.
+
+Vocabulary (offsets versus counts, written once here):
+
+* ``offset``: the position of one record in a partition, assigned at append, never changed
+  (compaction leaves gaps, G3).
+* ``base_offset``: the first offset of a batch or segment (inclusive).
+* ``last_offset``: the last offset a batch or segment *covers* (inclusive). After compaction the
+  record at ``last_offset`` may be gone, but the range is kept so the log end never moves back.
+* ``end_offset`` = ``last_offset + 1`` (exclusive). ``record_count`` counts records actually present,
+  so ``record_count <= end_offset - base_offset``.
+* ``log_start_offset``: the first readable offset; ``log_end_offset`` (LEO): the next offset to assign.
+
+The Arrow schema :data:`RECORD_SCHEMA` is the one in-memory and on-disk shape of records: the local
+WAL, WAL objects and segment objects all carry record batches of this schema. Hot paths (append,
+flush, read, compaction) move ``pyarrow.RecordBatch`` values and never loop over records in Python;
+:class:`Record` objects exist only at the public API edge.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+__all__ = [
+    "HEADER_TYPE",
+    "RECORD_SCHEMA",
+    "AppendResult",
+    "Record",
+    "SegmentInfo",
+    "batch_from_records",
+    "batch_nbytes",
+    "concat",
+    "records_from_batch",
+]
+
+HEADER_TYPE = pa.list_(pa.struct([pa.field("key", pa.string(), nullable=False),
+                                  pa.field("value", pa.binary())]))
+
+#: offset, timestamp, key, value, headers; ``horizon_ms`` is the tombstone delete horizon that the
+#: cleaner stamps (KIP-534, rule C-TOMB1); null until a cleaning round retains the tombstone.
+RECORD_SCHEMA = pa.schema([
+    pa.field("offset", pa.int64(), nullable=False),
+    pa.field("timestamp", pa.int64(), nullable=False),
+    pa.field("key", pa.binary()),
+    pa.field("value", pa.binary()),
+    pa.field("headers", HEADER_TYPE),
+    pa.field("horizon_ms", pa.int64()),
+])
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One record. ``value=None`` is a tombstone; ``timestamp=None`` takes the store clock at append.
+
+    Records read back carry their ``offset``; it is not part of equality, so a record read back
+    equals the one appended (with the timestamp the store assigned).
+    """
+
+    key: bytes | None
+    value: bytes | None
+    timestamp: int | None = None
+    headers: Sequence[tuple[str, bytes]] = ()
+    offset: int | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.key is not None and not isinstance(self.key, bytes | bytearray | memoryview):
+            raise TypeError(f"Record.key must be bytes or None, not {type(self.key).__name__}")
+        if self.value is not None and not isinstance(self.value, bytes | bytearray | memoryview):
+            raise TypeError(f"Record.value must be bytes or None, not {type(self.value).__name__}")
+        if self.timestamp is not None and not isinstance(self.timestamp, int):
+            raise TypeError("Record.timestamp must be an int (ms since the epoch) or None")
+        if not isinstance(self.headers, tuple) or any(not isinstance(h, tuple) for h in self.headers):
+            object.__setattr__(self, "headers", tuple((str(k), bytes(v)) for k, v in self.headers))
+
+    @property
+    def size_bytes(self) -> int:
+        """The bytes this record counts against ``max.message.bytes`` (key + value + headers + 21)."""
+        return _record_size(self.key, self.value, self.headers)
+
+
+def _record_size(key: bytes | None, value: bytes | None, headers: Sequence[tuple[str, bytes]]) -> int:
+    size = 21  # fixed per-record overhead of the encoded batch (offset, timestamp, lengths)
+    size += len(key) if key is not None else 0
+    size += len(value) if value is not None else 0
+    for hk, hv in headers:
+        size += len(hk.encode()) + len(hv) + 8
+    return size
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    """Where an appended batch landed: offsets ``base_offset..last_offset`` inclusive."""
+
+    base_offset: int
+    last_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentInfo:
+    """A segment as users see it (``PartitionLog.segments()``); the active segment comes last."""
+
+    base_offset: int
+    last_offset: int
+    size_bytes: int
+    record_count: int
+    max_timestamp: int
+    sealed: bool = True
+    key: str | None = None
+
+
+def batch_from_records(records: Sequence[Record], base_offset: int, timestamps: Sequence[int]) -> pa.RecordBatch:
+    """Build the Arrow batch of ``records`` at consecutive offsets from ``base_offset``.
+
+    ``timestamps`` are the resolved timestamps (the caller fills in ``None`` ones and applies
+    ``message.timestamp.type``). Columns are built with one C-level constructor each.
+    """
+    n = len(records)
+    offsets = pa.array(range(base_offset, base_offset + n), type=pa.int64())
+    ts = pa.array(timestamps, type=pa.int64())
+    keys = pa.array([r.key for r in records], type=pa.binary())
+    values = pa.array([r.value for r in records], type=pa.binary())
+    if any(r.headers for r in records):
+        headers = pa.array([[{"key": k, "value": v} for k, v in r.headers] for r in records], type=HEADER_TYPE)
+    else:
+        headers = pa.nulls(n, type=HEADER_TYPE)
+    horizon = pa.nulls(n, type=pa.int64())
+    return pa.RecordBatch.from_arrays([offsets, ts, keys, values, headers, horizon], schema=RECORD_SCHEMA)
+
+
+def records_from_batch(batch: pa.RecordBatch | pa.Table) -> list[Record]:
+    """The API-edge conversion: Arrow rows to :class:`Record` objects (with offsets)."""
+    cols = batch.to_pydict()
+    out: list[Record] = []
+    append = out.append
+    for off, ts, key, value, headers in zip(cols["offset"], cols["timestamp"], cols["key"], cols["value"],
+                                            cols["headers"], strict=True):
+        hdrs = tuple((h["key"], h["value"] if h["value"] is not None else b"") for h in headers) if headers else ()
+        append(Record(key, value, ts, hdrs, off))
+    return out
+
+
+def batch_nbytes(batch: pa.RecordBatch) -> int:
+    """The size a batch counts for ``segment.bytes``, ``retention.bytes`` and flush sizing.
+
+    It is the sum of the record sizes as :attr:`Record.size_bytes` defines them, computed
+    column-wise: key and value bytes plus a fixed per-record overhead (headers are counted too).
+    """
+    n = batch.num_rows
+    if n == 0:
+        return 0
+    total = 21 * n
+    for name in ("key", "value"):
+        col = batch.column(name)
+        total += _binary_payload_bytes(col)
+    headers = batch.column("headers")
+    if headers.null_count != n:
+        flat = headers.flatten()
+        total += _binary_payload_bytes(flat.field("key")) + _binary_payload_bytes(flat.field("value"))
+        total += 8 * len(flat)
+    return total
+
+
+def _binary_payload_bytes(col: pa.Array) -> int:
+    lengths = pc.binary_length(col)
+    s = pc.sum(lengths).as_py()
+    return int(s) if s is not None else 0
+
+
+def concat(batches: Iterable[pa.RecordBatch]) -> pa.RecordBatch:
+    """One batch from many (same schema); an empty batch for none."""
+    items = list(batches)
+    if not items:
+        return pa.RecordBatch.from_pylist([], schema=RECORD_SCHEMA)
+    if len(items) == 1:
+        return items[0]
+    return pa.concat_batches(items)

@@ -1,0 +1,347 @@
+"""The shared machinery of one open store: object store, caches, catalog, the node, the sealer.
+
+:class:`Runtime` is what every :class:`~s3stream.log.PartitionLog` of a store talks to.
+:class:`NodeRuntime` exists once this process writes: it holds the local WAL directory lock, the
+claimed WAL namespace and the flush pipeline. It opens lazily on the first write — or at store open
+when an earlier process left a WAL directory behind, which is then replayed (recovery) so every
+acknowledged record becomes visible again.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+from s3stream.catalog import TopicCatalog
+from s3stream.clock import Clock
+from s3stream.crashpoints import CrashPoints
+from s3stream.errors import Closed, CommitConflict, Fenced, InvalidConfig, S3StreamError, UnknownTopic
+from s3stream.ids import IdSource
+from s3stream.log import PartitionLog
+from s3stream.metrics import StoreMetrics
+from s3stream.node import claim_namespace, pick_node_directory
+from s3stream.objectstore.protocol import ObjectStore
+from s3stream.readpath import ChunkCache, SegmentReaderCache
+from s3stream.settings import StoreSettings
+from s3stream.uploader import BufferedAppend, FlushedObject, Uploader
+from s3stream.walentry import decode_entry
+from s3stream.walscan import ChunkRef, WalIndexCache
+from wal import WalLocked, WalWriter
+
+__all__ = ["NodeRuntime", "Runtime"]
+
+log = logging.getLogger(__name__)
+
+_NODE_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+
+
+class NodeRuntime:
+    """This process as a writer: WAL directory, WAL namespace, flush pipeline, written partitions."""
+
+    def __init__(self, runtime: Runtime, node_id: str, wal: WalWriter, fence_seq: int) -> None:
+        self.runtime = runtime
+        self.node_id = node_id
+        self.wal = wal
+        self.fence_seq = fence_seq
+        self.append_lock = threading.Lock()
+        self._logs: dict[str, PartitionLog] = {}
+        self._logs_lock = threading.Lock()
+        s = runtime.settings
+        self.uploader = Uploader(runtime.objstore, node_id=node_id, first_seq=fence_seq + 1,
+                                 flush_interval_ms=s.flush_interval_ms, flush_bytes=s.flush_bytes,
+                                 buffer_bytes=s.buffer_bytes, clock=runtime.clock, ids=runtime.ids,
+                                 crash_points=runtime.crash, on_flushed=self._on_flushed, trim_local=wal.trim)
+
+    def register(self, plog: PartitionLog) -> None:
+        with self._logs_lock:
+            self._logs[plog.log_id] = plog
+
+    def logs(self) -> list[PartitionLog]:
+        with self._logs_lock:
+            return list(self._logs.values())
+
+    def _on_flushed(self, obj: FlushedObject, items: list[BufferedAppend]) -> None:
+        self.runtime.walindex.put(obj.key, obj.index)
+        self.runtime.metrics.flushed(obj.object_size, len(obj.index.chunks))
+        with self._logs_lock:
+            logs = dict(self._logs)
+        for chunk in obj.index.chunks:
+            plog = logs.get(chunk.log_id)
+            if plog is not None:
+                plog.on_flushed(ChunkRef(obj.key, obj.seq, chunk), chunk.last_offset)
+
+    def close(self) -> None:
+        try:
+            self.uploader.close(self.runtime.settings.commit_timeout_ms / 1000.0)
+        finally:
+            for plog in self.logs():
+                plog.detach()
+            self.wal.close()
+
+
+class Runtime:
+    """Everything a store's partitions share (thread-safe)."""
+
+    def __init__(self, *, url: str, objstore: ObjectStore, settings: StoreSettings, clock: Clock, ids: IdSource,
+                 crash: CrashPoints, wal_root: str, metrics: StoreMetrics) -> None:
+        self.url = url
+        self.objstore = objstore
+        self.settings = settings
+        self.clock = clock
+        self.ids = ids
+        self.crash = crash
+        self.wal_root = wal_root
+        self.metrics = metrics
+        self.catalog = TopicCatalog(objstore, clock=clock, ids=ids, default_config=settings.default_topic_config)
+        self.segments = SegmentReaderCache(objstore, block_bytes=settings.read_ahead_bytes)
+        self.chunks = ChunkCache(objstore)
+        self.walindex = WalIndexCache(objstore)
+        self._node: NodeRuntime | None = None
+        self._node_lock = threading.RLock()
+        self._logs: dict[tuple[str, str, int], PartitionLog] = {}
+        self._logs_lock = threading.Lock()
+        self._memory_bytes = 0
+        self._memory_lock = threading.Lock()
+        self._closed = False
+        self.sealer = _Sealer(self)
+
+    # -- partitions --------------------------------------------------------------------------------
+
+    def partition(self, topic: str, index: int) -> PartitionLog:
+        self._check_open()
+        doc = self.catalog.get(topic)
+        if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < doc.partitions:
+            raise UnknownTopic(f"topic {topic!r} has no partition {index!r} (it has {doc.partitions})")
+        key = (doc.name, doc.topic_id, index)
+        with self._logs_lock:
+            plog = self._logs.get(key)
+            if plog is None:
+                plog = PartitionLog(self, doc, index)
+                self._logs[key] = plog
+            return plog
+
+    def partition_for_log_id(self, log_id: str) -> PartitionLog | None:
+        """The partition a WAL entry belongs to, or None when its topic is gone."""
+        try:
+            name, topic_id, part = log_id.split("/")
+            doc = self.catalog.get(name, refresh=True)
+        except (ValueError, UnknownTopic):
+            return None
+        if doc.topic_id != topic_id or not part.isdigit() or int(part) >= doc.partitions:
+            return None
+        return self.partition(name, int(part))
+
+    def open_logs(self) -> list[PartitionLog]:
+        with self._logs_lock:
+            return list(self._logs.values())
+
+    # -- the node ----------------------------------------------------------------------------------
+
+    def existing_node(self) -> NodeRuntime | None:
+        return self._node
+
+    def node_runtime(self) -> NodeRuntime:
+        """This process's writer node, opened (and recovered) on first use."""
+        node = self._node
+        if node is not None:
+            node.uploader.check()
+            return node
+        with self._node_lock:
+            self._check_open()
+            if self._node is None:
+                self._open_node()
+            assert self._node is not None
+            return self._node
+
+    def _open_node(self, *, only_existing: bool = False) -> None:
+        s = self.settings
+        wal: WalWriter | None = None
+        chosen = None
+        for cand in pick_node_directory(self.wal_root, self.ids, self.clock.now_ms(), self._node_id_setting()):
+            if only_existing and not cand.reused:
+                return
+            try:
+                wal = WalWriter(cand.path, file_bytes=s.wal_file_bytes, fsync=s.wal_fsync)
+            except WalLocked:
+                if self._node_id_setting() is not None:
+                    raise InvalidConfig(f"node {self._node_id_setting()!r}: its WAL directory {cand.path} is in use by another "
+                                        "process", key="node_id") from None
+                continue
+            chosen = cand
+            break
+        assert wal is not None and chosen is not None
+        try:
+            fence = claim_namespace(self.objstore, chosen.node_id, clock=self.clock)
+        except BaseException:
+            wal.close()
+            raise
+        self._node = NodeRuntime(self, chosen.node_id, wal, fence)
+        log.info("node %s opened (WAL %s, fence seq %d)", chosen.node_id, chosen.path, fence)
+        self._recover(self._node)
+
+    def recover_leftovers(self) -> None:
+        """At store open: if an earlier process left a WAL directory behind, adopt and replay it."""
+        root = Path(self.wal_root)
+        if self._node_id_setting() is None and not (root.exists() and any(
+                p.is_dir() and p.name.startswith("n-") for p in root.iterdir())):
+            return
+        if self._node_id_setting() is not None and not (root / self._node_id_setting()).exists():
+            return
+        with self._node_lock:
+            if self._node is None:
+                self._open_node(only_existing=True)
+
+    def _recover(self, node: NodeRuntime) -> None:
+        replayed = 0
+        skipped_logs: set[str] = set()
+        for entry in node.wal.entries():
+            decoded = decode_entry(entry.payload, source=f"local WAL of {node.node_id}, entry {entry.seq}")
+            if decoded.log_id in skipped_logs:
+                continue
+            plog = self.partition_for_log_id(decoded.log_id)
+            if plog is None:
+                skipped_logs.add(decoded.log_id)
+                continue
+            try:
+                replayed += plog.recover_entry(decoded, entry.seq)
+            except (Fenced, CommitConflict) as exc:
+                log.error("recovery of %s stopped: %s", decoded.log_id, exc)
+                skipped_logs.add(decoded.log_id)
+        if replayed:
+            log.info("node %s: replayed %d WAL entries not yet in object storage", node.node_id, replayed)
+        node.uploader.flush()
+        for plog in node.logs():
+            if plog.has_pending_seals():
+                self.request_seal(plog)
+
+    # -- background work ---------------------------------------------------------------------------
+
+    def request_seal(self, plog: PartitionLog) -> None:
+        self.sealer.request(plog)
+
+    def note_memory(self, plog: PartitionLog, delta: int) -> None:
+        """Account tail-cache bytes; evict flushed batches when over ``cache_bytes``."""
+        with self._memory_lock:
+            self._memory_bytes += delta
+            over = self._memory_bytes - self.settings.cache_bytes
+        if over <= 0:
+            return
+        freed = plog.evict_memory(over)
+        if freed < over:
+            for other in self.open_logs():
+                if other is not plog:
+                    freed += other.evict_memory(over - freed)
+                if freed >= over:
+                    break
+        with self._memory_lock:
+            self._memory_bytes -= freed
+
+    def _node_id_setting(self) -> str | None:
+        node_id = self.settings.node_id
+        if node_id is not None and not _NODE_ID_RE.fullmatch(node_id):
+            raise InvalidConfig(f"node_id {node_id!r} must match [A-Za-z0-9._-]{{1,64}} (it names a directory "
+                                "and an object key prefix)", key="node_id")
+        return node_id
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise Closed("the store is closed")
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        errors: list[BaseException] = []
+        node = self._node
+        if node is not None:
+            try:
+                node.uploader.flush(self.settings.commit_timeout_ms / 1000.0)
+            except (S3StreamError, TimeoutError) as exc:
+                errors.append(exc)
+            self.sealer.drain(timeout_s=self.settings.commit_timeout_ms / 1000.0)
+        self.sealer.stop()
+        if node is not None:
+            try:
+                node.close()
+            except (S3StreamError, OSError) as exc:
+                errors.append(exc)
+        self.objstore.close()
+        if errors and not isinstance(errors[0], Fenced):
+            log.warning("store closed with errors: %s", errors)
+
+
+class _Sealer:
+    """A background thread that seals rolled segments, so appends never wait for a segment PUT."""
+
+    def __init__(self, rt: Runtime) -> None:
+        self._rt = rt
+        self._cond = threading.Condition()
+        self._queue: dict[str, PartitionLog] = {}
+        self._busy = 0
+        self._stopped = False
+        self._thread: threading.Thread | None = None
+
+    def request(self, plog: PartitionLog) -> None:
+        with self._cond:
+            if self._stopped:
+                return
+            self._queue[plog.log_id] = plog
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="s3stream-sealer", daemon=True)
+                self._thread.start()
+            self._cond.notify_all()
+
+    def drain(self, timeout_s: float | None = None) -> None:
+        """Wait until every requested seal is done (or failed)."""
+        deadline = None if timeout_s is None else self._rt.clock.monotonic() + timeout_s
+        with self._cond:
+            while self._queue or self._busy:
+                if deadline is not None and self._rt.clock.monotonic() > deadline:
+                    return
+                self._cond.wait(0.05)
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stopped = True
+            self._cond.notify_all()
+        if self._thread is not None:
+            self._thread.join(5)
+
+    def _run(self) -> None:
+        failures: dict[str, int] = {}
+        while True:
+            with self._cond:
+                while not self._queue and not self._stopped:
+                    self._cond.wait(1.0)
+                if self._stopped:
+                    return
+                log_id, plog = next(iter(self._queue.items()))
+                del self._queue[log_id]
+                self._busy += 1
+            retry = _seal_safely(plog, failures, self._rt.clock.sleep)
+            with self._cond:
+                self._busy -= 1
+                if retry and not self._stopped:
+                    self._queue.setdefault(log_id, plog)
+                self._cond.notify_all()
+
+
+def _seal_safely(plog: PartitionLog, failures: dict[str, int], sleep: Callable[[float], None]) -> bool:
+    """Seal; return True when it should be retried later."""
+    try:
+        plog._seal_pending()  # noqa: SLF001 - the sealer is the log's background half
+        failures.pop(plog.log_id, None)
+        return False
+    except Fenced as exc:
+        log.error("sealing %s: %s", plog.log_id, exc)
+        plog.detach()
+        return False
+    except Exception as exc:  # noqa: BLE001 - a failed seal is retried; the records stay readable
+        n = failures.get(plog.log_id, 0) + 1
+        failures[plog.log_id] = n
+        log.warning("sealing %s failed (attempt %d): %s", plog.log_id, n, exc)
+        sleep(min(0.1 * 2**n, 10.0))
+        return n < 50

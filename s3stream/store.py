@@ -1,0 +1,213 @@
+"""The Store facade: ``open_store(url)`` and the topic-level API; it composes the parts below it.
+
+URLs: ``memory://NAME`` (tests), ``file:///ABS/DIR`` (the embedded default), and
+``s3://BUCKET/PREFIX?endpoint_url=...&region=...`` (credentials from the standard AWS chain).
+Options (``open_store(url, flush_interval_ms=100, ack="s3", wal_dir=...)``) are the fields of
+:class:`~s3stream.settings.StoreSettings`, under their Python or dotted Kafka-style names.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from types import TracebackType
+from typing import Any
+
+from s3stream.clock import Clock, SystemClock
+from s3stream.config import effective_topic_config
+from s3stream.crashpoints import CrashPoints
+from s3stream.errors import UnknownTopic
+from s3stream.ids import IdSource
+from s3stream.log import PartitionLog
+from s3stream.metrics import StoreMetrics
+from s3stream.objectstore.protocol import ObjectStore
+from s3stream.objectstore.url import open_object_store, parse_store_url
+from s3stream.runtime import Runtime
+from s3stream.settings import StoreSettings, default_wal_dir
+
+__all__ = ["Store", "open_store"]
+
+log = logging.getLogger(__name__)
+
+
+def open_store(url: str, *, clock: Clock | None = None, ids: IdSource | None = None,
+               object_store: ObjectStore | None = None, crash_points: CrashPoints | None = None,
+               **options: Any) -> Store:
+    """Open the store at ``url`` (see the module docstring); recovers what an earlier process left.
+
+    Args:
+        url: where the data lives.
+        clock: wall time for semantics (``ManualClock`` in tests); the system clock by default.
+        ids: the id/randomness source (seed it for reproducible simulations).
+        object_store: use this ObjectStore instead of opening ``url`` (wrappers in tests/benchmarks).
+        crash_points: named crash points for crash tests.
+        **options: StoreSettings fields.
+
+    Raises:
+        InvalidConfig: an unknown or invalid option.
+        StoreAccessError: the endpoint or bucket cannot be used.
+        UnsafeStore: the store's conditional writes are broken (capability probe).
+    """
+    settings = StoreSettings.from_options(options)
+    clock = clock or SystemClock()
+    ids = ids or IdSource()
+    objstore = object_store or open_object_store(url, clock=clock, ids=ids)
+    scheme = parse_store_url(url).scheme
+    if settings.probe and scheme != "memory":
+        from s3stream.objectstore.probe import probe_conditional_writes, require_safe
+
+        result = probe_conditional_writes(objstore, ids)
+        require_safe(result)
+        if result.mode != "full":
+            log.warning("object store %s: %s", objstore.url, "; ".join(result.findings))
+    wal_root = settings.wal_dir or default_wal_dir(url)
+    return Store(url, objstore, settings, clock, ids, crash_points or CrashPoints(), wal_root)
+
+
+class Store:
+    """An open stream store. Thread-safe; close it (or use ``with``) to flush and release the WAL."""
+
+    def __init__(self, url: str, objstore: ObjectStore, settings: StoreSettings, clock: Clock, ids: IdSource,
+                 crash: CrashPoints, wal_root: str) -> None:
+        self._metrics = StoreMetrics()
+        self._rt = Runtime(url=url, objstore=objstore, settings=settings, clock=clock, ids=ids, crash=crash,
+                           wal_root=wal_root, metrics=self._metrics)
+        try:
+            self._rt.recover_leftovers()
+        except BaseException:
+            self._rt.close()
+            raise
+
+    # -- properties ------------------------------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        return self._rt.url
+
+    @property
+    def clock(self) -> Clock:
+        return self._rt.clock
+
+    @property
+    def settings(self) -> StoreSettings:
+        return self._rt.settings
+
+    @property
+    def object_store(self) -> ObjectStore:
+        return self._rt.objstore
+
+    @property
+    def metrics_registry(self) -> Any:
+        return self._metrics.registry
+
+    @property
+    def node_id(self) -> str | None:
+        node = self._rt.existing_node()
+        return None if node is None else node.node_id
+
+    @property
+    def runtime(self) -> Runtime:
+        """Internals for the CLI, the cleaner and tests; not a stable API."""
+        return self._rt
+
+    # -- topics ----------------------------------------------------------------------------------
+
+    def create_topic(self, name: str, partitions: int = 1, config: Mapping[str, object] | None = None) -> None:
+        """Create a topic. Raises InvalidTopic, InvalidConfig, TopicExists."""
+        self._rt.catalog.create(name, partitions, config)
+
+    def delete_topic(self, name: str) -> None:
+        """Delete a topic; its objects are removed by GC after ``file.delete.delay.ms``."""
+        self._rt.catalog.delete(name)
+
+    def list_topics(self) -> list[str]:
+        """Names of the live topics, sorted."""
+        return self._rt.catalog.list()
+
+    def topic_config(self, name: str) -> dict[str, str]:
+        """The effective config of ``name``: every key under its Kafka name, defaults included."""
+        return self._rt.catalog.effective_config(name)
+
+    def topic_overrides(self, name: str) -> dict[str, str]:
+        """Only the keys set explicitly on ``name``."""
+        return dict(self._rt.catalog.get(name, refresh=True).config)
+
+    def alter_topic_config(self, name: str, updates: Mapping[str, object | None]) -> None:
+        """Set (or, with None, reset to default) config keys of a live topic; takes effect at the next pass."""
+        self._rt.catalog.alter(name, updates)
+
+    def partitions(self, name: str) -> int:
+        return self._rt.catalog.get(name).partitions
+
+    def partition(self, name: str, index: int) -> PartitionLog:
+        """The log of one partition. Raises UnknownTopic for a missing topic or partition."""
+        return self._rt.partition(name, index)
+
+    def describe_topic(self, name: str) -> dict[str, Any]:
+        """Topic id, partitions, effective config, and per partition: offsets, segments, bytes."""
+        doc = self._rt.catalog.get(name, refresh=True)
+        parts = []
+        for i in range(doc.partitions):
+            plog = self.partition(name, i)
+            segs = plog.segments()
+            parts.append({
+                "partition": i,
+                "log_start_offset": plog.log_start_offset,
+                "log_end_offset": plog.log_end_offset,
+                "segments": len(segs),
+                "sealed_segments": sum(1 for s in segs if s.sealed),
+                "size_bytes": sum(s.size_bytes for s in segs),
+            })
+        return {"name": doc.name, "topic_id": doc.topic_id, "partitions": doc.partitions,
+                "config": effective_topic_config(doc.config), "overrides": dict(doc.config),
+                "partition_info": parts}
+
+    # -- background work, one pass each -----------------------------------------------------------
+
+    def flush(self) -> None:
+        """Make everything appended so far durable in object storage, and seal what was rolled."""
+        node = self._rt.existing_node()
+        if node is not None:
+            node.uploader.flush()
+            for plog in node.logs():
+                plog.flush()
+
+    def run_retention(self) -> Any:
+        """One retention pass over every partition (rules R1-R9), using the store's clock."""
+        from s3stream.retention_task import run_retention_pass
+
+        self.flush()
+        return run_retention_pass(self)
+
+    def run_cleaner(self) -> Any:
+        """One cleaner pass: select the dirtiest compacted partition and clean it."""
+        from cleaner import run_cleaner_pass  # type: ignore[attr-defined]
+
+        self.flush()
+        return run_cleaner_pass(self)
+
+    def collect_garbage(self, *, dry_run: bool = False) -> Any:
+        """Delete objects no manifest references, after their grace periods (never earlier)."""
+        from s3stream.store_gc import collect_garbage
+
+        return collect_garbage(self, dry_run=dry_run)
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Flush, seal what was rolled, release the local WAL. Idempotent."""
+        self._rt.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Store({self.url!r})"
+
+
+def _unknown(name: str) -> UnknownTopic:
+    return UnknownTopic(f"unknown topic {name!r}")

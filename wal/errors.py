@@ -1,0 +1,43 @@
+"""The errors the local write-ahead log raises, named for what the caller should do.
+
+Tree::
+
+    WalError                 base: an I/O failure, a misuse (payload too large), or a failed writer
+    ├── WalCorrupt           bytes on disk fail a check that a torn tail cannot explain (a bad header of
+    │                        a file that is not the last one, a gap between files, a bad frame found
+    │                        after recovery); do not retry, quarantine the directory
+    ├── WalLocked            another writer (process or object) holds the directory's lock
+    └── WalClosed            the writer was closed; further calls are a caller bug
+
+``wal`` is a leaf package (it imports nothing of s3stream's), so these subclass :class:`Exception`
+directly; s3stream maps them onto its own taxonomy at the one place it calls the WAL.
+
+A torn tail (the last frames of the last file, cut by a crash) is *not* an error: recovery truncates it
+and logs a warning. After a write or fsync failure the writer fails permanently (every pending and later
+append raises :class:`WalError`), because after a failed fsync the kernel may have dropped dirty pages and
+the log's durable contents are unknown until the next recovery.
+"""
+
+from __future__ import annotations
+
+__all__ = ["WalClosed", "WalCorrupt", "WalError", "WalLocked"]
+
+
+class WalError(Exception):
+    """Base class of every error the WAL raises on purpose."""
+
+
+class WalCorrupt(WalError):
+    """Stored bytes failed a checksum, bounds, version or continuity check that is not a torn tail."""
+
+    def __init__(self, message: str, *, source: str | None = None) -> None:
+        super().__init__(f"{source}: {message}" if source else message)
+        self.source = source
+
+
+class WalLocked(WalError):
+    """The WAL directory is locked by another writer; the message names the directory."""
+
+
+class WalClosed(WalError):
+    """The writer was closed."""

@@ -1,0 +1,202 @@
+"""Reading the WAL back from storage: recovery at open, and replay of durable entries.
+
+Vocabulary: a WAL *file* is named ``{first_seq:020d}.log`` and holds a file header and the frames of
+seqs ``[first_seq, end_seq)``; the *active* file is the last one (the only one appended to).
+
+Invariants recovery establishes (and the writer then keeps):
+
+* files are contiguous: each file's ``first_seq`` equals the previous file's ``end_seq``;
+* every byte of every file decodes: the first bad frame of a file and everything after it (including
+  all later files) is removed. A bad frame that reaches the end of the last file is a *torn tail* (a
+  crash cut the last write) and is logged as a warning; anything else is logged as an error, because
+  it is damage a crash does not explain, but it is truncated all the same so the log stays usable;
+* a damaged header is repaired only on the last file (created by a roll whose header sync a crash
+  interrupted; no entry in it can have been acknowledged): it is recreated empty from its name. A bad
+  header on any other file, a header that disagrees with the file's name, or a gap between files raises
+  :class:`WalCorrupt`, because truncating there would silently drop acknowledged entries;
+* an empty storage gets the file ``00000000000000000000.log``, so ``next_seq`` is always recorded
+  on disk (a later open never reuses a seq, even after every entry was trimmed).
+
+Ordering: later files are deleted (newest first) *before* the damaged file is truncated, so a crash
+during recovery leaves a state the next recovery handles the same way.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+from wal.errors import WalCorrupt, WalError
+from wal.frame import (
+    FILE_HEADER_SIZE,
+    FrameScan,
+    WalEntry,
+    decode_file_header,
+    encode_file_header,
+    scan_frames,
+)
+from wal.lock import LOCK_FILE_NAME
+from wal.storage import WalStorage
+
+__all__ = ["RecoveredWal", "WalFile", "file_name", "read_entries", "recover"]
+
+LOG = logging.getLogger(__name__)
+_NAME_RE = re.compile(r"^(\d{20})\.log$")
+
+
+def file_name(first_seq: int) -> str:
+    """The name of the WAL file whose first frame has ``first_seq``."""
+    return f"{first_seq:020d}.log"
+
+
+@dataclass(slots=True)
+class WalFile:
+    """One WAL file as the writer tracks it; ``size_bytes`` grows as batches land in the active file."""
+
+    name: str
+    first_seq: int
+    size_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class RecoveredWal:
+    """What recovery found: the files in seq order (the last one is active) and the next seq."""
+
+    files: list[WalFile]
+    next_seq: int
+
+
+def recover(storage: WalStorage) -> RecoveredWal:
+    """Scan, verify and repair the WAL in ``storage`` (the caller holds its lock).
+
+    Raises:
+        WalCorrupt: damage that truncation cannot repair without dropping acknowledged entries.
+        WalError: the storage failed (wraps the ``OSError``).
+    """
+    try:
+        return _recover(storage)
+    except OSError as exc:
+        raise WalError(f"{storage.location}: WAL recovery failed: {exc}") from exc
+
+
+def _recover(storage: WalStorage) -> RecoveredWal:
+    names = _log_names(storage)
+    files: list[WalFile] = []
+    next_seq = 0
+    for index, (name, name_seq) in enumerate(names):
+        source = f"{storage.location}/{name}"
+        if files and name_seq != next_seq:
+            raise WalCorrupt(f"starts at seq {name_seq}, the previous file ends at {next_seq}", source=source)
+        data = storage.read(name)
+        later = [later_name for later_name, _ in names[index + 1 :]]
+        if not _header_ok(data, name_seq, source, is_last=not later):
+            LOG.warning("WAL %s: damaged header of the last file; recreating it empty", source)
+            storage.delete(name)
+            storage.create(name, encode_file_header(name_seq))
+            files.append(WalFile(name, name_seq, FILE_HEADER_SIZE))
+            next_seq = name_seq
+            break
+        scan = scan_frames(memoryview(data)[FILE_HEADER_SIZE:], first_seq=name_seq)
+        size = FILE_HEADER_SIZE + scan.valid_len
+        files.append(WalFile(name, name_seq, size))
+        next_seq = name_seq + len(scan.spans)
+        if scan.problem is not None:
+            _cut(storage, name, size, scan, later, source)
+            break
+    if not files:
+        name = file_name(0)
+        storage.create(name, encode_file_header(0))
+        files.append(WalFile(name, 0, FILE_HEADER_SIZE))
+    return RecoveredWal(files, next_seq)
+
+
+def _log_names(storage: WalStorage) -> list[tuple[str, int]]:
+    """``(name, first_seq)`` of the WAL files, in seq order; other names (the lock file) are ignored."""
+    found = []
+    for name in storage.list_files():
+        match = _NAME_RE.match(name)
+        if match is not None:
+            found.append((name, int(match.group(1))))
+        elif name != LOCK_FILE_NAME:
+            LOG.debug("WAL %s: ignoring unexpected file %s", storage.location, name)
+    found.sort(key=lambda item: item[1])
+    return found
+
+
+def _header_ok(data: bytes, name_seq: int, source: str, *, is_last: bool) -> bool:
+    """Whether the file header is valid; ``False`` only for a damaged header of the last file."""
+    try:
+        first_seq = decode_file_header(data, source)
+    except WalCorrupt:
+        if is_last:
+            return False
+        raise
+    if first_seq != name_seq:
+        raise WalCorrupt(f"header says first seq {first_seq}, the name says {name_seq}", source=source)
+    return True
+
+
+def _cut(storage: WalStorage, name: str, size: int, scan: FrameScan, later: list[str], source: str) -> None:
+    """Remove the damaged end of ``name`` and every later file (later files first), logging why."""
+    torn = scan.torn and not later
+    if torn:
+        LOG.warning("WAL %s: torn tail (%s); truncating to %d bytes", source, scan.problem, size)
+    else:
+        LOG.error("WAL %s: corrupt frame in the middle of the log (%s); truncating to %d bytes and "
+                  "dropping %d later file(s)", source, scan.problem, size, len(later))
+    for later_name in reversed(later):
+        LOG.warning("WAL %s/%s: dropped, it follows a truncated file", storage.location, later_name)
+        storage.delete(later_name)
+    storage.truncate(name, size)
+
+
+@dataclass(frozen=True, slots=True)
+class FileExtent:
+    """A file's durable extent at one instant: ``[first_seq, end_seq)`` in its first ``size_bytes``."""
+
+    name: str
+    first_seq: int
+    end_seq: int
+    size_bytes: int
+
+
+def read_entries(storage: WalStorage, extents: Sequence[FileExtent], from_seq: int) -> Iterator[WalEntry]:
+    """The entries with seq >= ``from_seq`` of a snapshot of the files, read from storage, in order.
+
+    Files are read one at a time (memory stays bounded by one file). A file deleted meanwhile was
+    trimmed, i.e. its entries were declared unneeded, and is skipped.
+
+    Raises:
+        WalCorrupt: a file no longer holds the frames recovery and the writer put there.
+        WalError: the storage failed.
+    """
+    for extent in extents:
+        if extent.end_seq <= from_seq:
+            continue
+        source = f"{storage.location}/{extent.name}"
+        try:
+            data = storage.read(extent.name, 0, extent.size_bytes)
+        except FileNotFoundError:
+            LOG.debug("WAL %s: trimmed while being read", source)
+            continue
+        except OSError as exc:
+            raise WalError(f"{source}: read failed: {exc}") from exc
+        view = _verified_frames(data, extent, source)
+        scan = scan_frames(view, first_seq=extent.first_seq)
+        written = extent.end_seq - extent.first_seq
+        if scan.problem is not None or len(scan.spans) != written:
+            problem = scan.problem or f"{len(scan.spans)} frames where {written} were written"
+            raise WalCorrupt(problem, source=source)
+        for seq, start, end in scan.spans[max(0, from_seq - extent.first_seq) :]:
+            yield WalEntry(seq, bytes(view[start:end]))
+
+
+def _verified_frames(data: bytes, extent: FileExtent, source: str) -> memoryview:
+    """The frame bytes of a file read back, after checking its length and header."""
+    if len(data) != extent.size_bytes:
+        raise WalCorrupt(f"holds {len(data)} bytes, {extent.size_bytes} were written", source=source)
+    if decode_file_header(data, source) != extent.first_seq:
+        raise WalCorrupt(f"header does not say first seq {extent.first_seq}", source=source)
+    return memoryview(data)[FILE_HEADER_SIZE:]

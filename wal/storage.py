@@ -1,0 +1,341 @@
+"""The WAL's storage port, :class:`WalStorage`, with a real-file and an in-memory implementation.
+
+Vocabulary: a *file* is a flat, append-only byte sequence with a name (``{first_seq:020d}.log``; the
+port does not care); *written* bytes are visible to reads; *synced* bytes survive a crash.
+
+Contract (what :class:`~wal.writer.WalWriter` relies on):
+
+* ``create(name, data)`` makes a new file holding ``data`` and returns only once both the data and the
+  file's existence are durable (file and directory fsynced); an existing name is an error.
+* ``append(name, chunks)`` writes the chunks, in order, at the end of the file (one ``writev`` where the
+  platform allows); they are visible to ``read`` at once but survive a crash only after ``fsync(name)``.
+* ``truncate`` and ``delete`` are durable when they return; ``delete`` of a missing file succeeds.
+* ``read(name, offset, size)`` returns what was written (synced or not), clipped at the file's end.
+* ``lock()`` makes the caller the only writer of this storage, or raises :class:`WalLocked`.
+* Failures are ``OSError`` (``FileNotFoundError`` for a missing file on ``read``); the writer turns them
+  into :class:`~wal.errors.WalError` in one place.
+
+:class:`MemoryWalStorage` keeps written-but-unsynced bytes apart from synced ones, so ``crash()`` can
+simulate power loss: unsynced bytes vanish, optionally leaving a random torn prefix.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
+
+from wal.clock import make_rng
+from wal.errors import WalLocked
+from wal.lock import DirLock
+
+__all__ = ["FileWalStorage", "MemoryWalStorage", "WalLockHandle", "WalStorage"]
+
+_IOV_MAX = max(16, os.sysconf("SC_IOV_MAX")) if hasattr(os, "sysconf") else 16
+_DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0)
+
+
+@runtime_checkable
+class WalLockHandle(Protocol):
+    """A held writer lock."""
+
+    def release(self) -> None:
+        """Give the lock up; idempotent."""
+        ...
+
+
+@runtime_checkable
+class WalStorage(Protocol):
+    """Where WAL files live: a small set of flat-file verbs (see the module docstring for the contract)."""
+
+    @property
+    def location(self) -> str:
+        """A human-readable place (a directory path) used in messages and errors."""
+        ...
+
+    def list_files(self) -> list[str]:
+        """Names of all files, sorted by name."""
+        ...
+
+    def create(self, name: str, data: bytes) -> None:
+        """Create ``name`` holding ``data``, durably (file and directory synced)."""
+        ...
+
+    def append(self, name: str, chunks: Sequence[bytes]) -> None:
+        """Write ``chunks`` at the end of ``name`` (visible at once, durable after :meth:`fsync`)."""
+        ...
+
+    def fsync(self, name: str) -> None:
+        """Make everything written to ``name`` durable."""
+        ...
+
+    def read(self, name: str, offset: int = 0, size: int | None = None) -> bytes:
+        """Up to ``size`` bytes (all when ``None``) of ``name`` from ``offset``."""
+        ...
+
+    def truncate(self, name: str, size: int) -> None:
+        """Cut ``name`` to ``size`` bytes, durably."""
+        ...
+
+    def delete(self, name: str) -> None:
+        """Remove ``name``, durably; a missing file is not an error."""
+        ...
+
+    def lock(self) -> WalLockHandle:
+        """Become the only writer; raises :class:`WalLocked` when another writer holds the lock."""
+        ...
+
+    def close(self) -> None:
+        """Release OS resources (open descriptors); the storage may be used again afterwards."""
+        ...
+
+
+class FileWalStorage:
+    """WAL files in a local directory, written with ``writev`` and synced with ``fdatasync``."""
+
+    def __init__(self, directory: str | os.PathLike[str]) -> None:
+        self._dir = os.path.abspath(os.fspath(directory))
+        os.makedirs(self._dir, exist_ok=True)
+        self._fds: dict[str, int] = {}
+        self._mu = threading.Lock()
+
+    @property
+    def location(self) -> str:
+        return self._dir
+
+    @property
+    def directory(self) -> str:
+        """The absolute directory path."""
+        return self._dir
+
+    def list_files(self) -> list[str]:
+        with os.scandir(self._dir) as it:
+            return sorted(entry.name for entry in it if entry.is_file(follow_symlinks=False))
+
+    def create(self, name: str, data: bytes) -> None:
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC
+        fd = os.open(self._path(name), flags, 0o644)
+        try:
+            _write_all(fd, [data])
+            os.fsync(fd)
+        except BaseException:
+            os.close(fd)
+            raise
+        with self._mu:
+            self._fds[name] = fd
+        self._sync_dir()
+
+    def append(self, name: str, chunks: Sequence[bytes]) -> None:
+        _write_all(self._fd(name), chunks)
+
+    def fsync(self, name: str) -> None:
+        _datasync(self._fd(name))
+
+    def read(self, name: str, offset: int = 0, size: int | None = None) -> bytes:
+        with open(self._path(name), "rb") as f:
+            f.seek(offset)
+            return f.read() if size is None else f.read(size)
+
+    def truncate(self, name: str, size: int) -> None:
+        fd = self._fd(name)
+        os.ftruncate(fd, size)
+        os.fsync(fd)
+
+    def delete(self, name: str) -> None:
+        with self._mu:
+            fd = self._fds.pop(name, None)
+        if fd is not None:
+            os.close(fd)
+        try:
+            os.unlink(self._path(name))
+        except FileNotFoundError:
+            return
+        self._sync_dir()
+
+    def lock(self) -> WalLockHandle:
+        return DirLock(self._dir)
+
+    def close(self) -> None:
+        with self._mu:
+            fds, self._fds = list(self._fds.values()), {}
+        for fd in fds:
+            os.close(fd)
+
+    def _path(self, name: str) -> str:
+        if not name or os.sep in name or name in (".", ".."):
+            raise ValueError(f"invalid WAL file name {name!r}")
+        return os.path.join(self._dir, name)
+
+    def _fd(self, name: str) -> int:
+        """The cached append descriptor of ``name`` (opened on first use; the file must exist)."""
+        with self._mu:
+            fd = self._fds.get(name)
+            if fd is None:
+                fd = os.open(self._path(name), os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
+                self._fds[name] = fd
+            return fd
+
+    def _sync_dir(self) -> None:
+        """fsync the directory, so a created or deleted name survives a crash."""
+        fd = os.open(self._dir, _DIR_FLAGS)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def __repr__(self) -> str:
+        return f"FileWalStorage({self._dir!r})"
+
+
+def _datasync(fd: int) -> None:
+    """fdatasync where available (enough for appends: it also syncs the size), else fsync."""
+    sync = getattr(os, "fdatasync", os.fsync)
+    sync(fd)
+
+
+def _write_all(fd: int, chunks: Sequence[bytes]) -> None:
+    """Write every chunk, in order: ``writev`` in groups of at most IOV_MAX, finishing short writes."""
+    for start in range(0, len(chunks), _IOV_MAX):
+        group = chunks[start : start + _IOV_MAX]
+        written = os.writev(fd, group)
+        wanted = sum(map(len, group))
+        if written < wanted:  # rare (signal, nearly full disk): finish with plain writes
+            rest = memoryview(b"".join(group))[written:]
+            while rest:
+                rest = rest[os.write(fd, rest) :]
+
+
+class _MemoryFile:
+    __slots__ = ("synced", "unsynced")
+
+    def __init__(self, data: bytes) -> None:
+        self.synced = bytearray(data)
+        self.unsynced = bytearray()
+
+
+class _MemoryLock:
+    """The lock of one writer generation; a crash starts a new generation, so a stale release is a no-op."""
+
+    def __init__(self, storage: MemoryWalStorage, generation: int) -> None:
+        self._storage = storage
+        self._generation = generation
+
+    def release(self) -> None:
+        self._storage._release(self._generation)
+
+
+class MemoryWalStorage:
+    """WAL files in memory, for tests and simulation, with crash simulation.
+
+    After :meth:`crash` every mutating call fails with ``OSError`` until a new writer takes
+    :meth:`lock`, so a writer that was running when the "power" went out cannot write into the
+    recovered state; reads keep working (they look at the "disk"). Thread-safe.
+    """
+
+    def __init__(self, name: str = "wal") -> None:
+        self._location = f"memory:{name}"
+        self._files: dict[str, _MemoryFile] = {}
+        self._mu = threading.Lock()
+        self._locked = False
+        self._generation = 0
+        self._down = False
+
+    @property
+    def location(self) -> str:
+        return self._location
+
+    def list_files(self) -> list[str]:
+        with self._mu:
+            return sorted(self._files)
+
+    def create(self, name: str, data: bytes) -> None:
+        with self._mu:
+            self._check_up()
+            if name in self._files:
+                raise FileExistsError(f"{self._location}/{name} exists")
+            self._files[name] = _MemoryFile(data)
+
+    def append(self, name: str, chunks: Sequence[bytes]) -> None:
+        with self._mu:
+            self._check_up()
+            self._get(name).unsynced += b"".join(chunks)
+
+    def fsync(self, name: str) -> None:
+        with self._mu:
+            self._check_up()
+            f = self._get(name)
+            f.synced += f.unsynced
+            f.unsynced = bytearray()
+
+    def read(self, name: str, offset: int = 0, size: int | None = None) -> bytes:
+        with self._mu:
+            f = self._get(name)
+            data = bytes(f.synced + f.unsynced)
+        end = len(data) if size is None else offset + size
+        return data[offset:end]
+
+    def truncate(self, name: str, size: int) -> None:
+        with self._mu:
+            self._check_up()
+            f = self._get(name)
+            f.synced = (f.synced + f.unsynced)[:size]
+            f.unsynced = bytearray()
+
+    def delete(self, name: str) -> None:
+        with self._mu:
+            self._check_up()
+            self._files.pop(name, None)
+
+    def lock(self) -> WalLockHandle:
+        with self._mu:
+            if self._locked:
+                raise WalLocked(f"WAL {self._location} is locked by another writer")
+            self._locked = True
+            self._down = False
+            return _MemoryLock(self, self._generation)
+
+    def close(self) -> None:
+        """Nothing to release (the bytes are the simulated disk and outlive any writer)."""
+
+    def crash(self, torn_tail: bool = True, rng_seed: int | None = None) -> None:
+        """Simulate power loss: drop every unsynced byte, keeping a random prefix when ``torn_tail``.
+
+        Args:
+            torn_tail: keep a random-length prefix (possibly empty or complete) of each file's unsynced
+                bytes, as a disk that persisted part of the last write would.
+            rng_seed: seed for the prefix lengths (a simulation passes one to be reproducible).
+        """
+        rng = make_rng(rng_seed)
+        with self._mu:
+            for name in sorted(self._files):
+                f = self._files[name]
+                keep = rng.randint(0, len(f.unsynced)) if torn_tail and f.unsynced else 0
+                f.synced += f.unsynced[:keep]
+                f.unsynced = bytearray()
+            self._locked = False
+            self._generation += 1
+            self._down = True
+
+    def unsynced_bytes(self) -> int:
+        """How many written bytes a crash now would put at risk (for tests)."""
+        with self._mu:
+            return sum(len(f.unsynced) for f in self._files.values())
+
+    def _release(self, generation: int) -> None:
+        with self._mu:
+            if generation == self._generation:
+                self._locked = False
+
+    def _check_up(self) -> None:
+        if self._down:
+            raise OSError(f"{self._location}: simulated crash; open a new writer to recover")
+
+    def _get(self, name: str) -> _MemoryFile:
+        f = self._files.get(name)
+        if f is None:
+            raise FileNotFoundError(f"{self._location}/{name} does not exist")
+        return f
+
+    def __repr__(self) -> str:
+        return f"MemoryWalStorage({self._location!r})"

@@ -1,0 +1,402 @@
+"""WalWriter: a durable, ordered log of opaque payloads on local disk, with group commit.
+
+Vocabulary: an *entry* is one payload and its *seq* (consecutive from 0, never reused, continued after
+recovery and after trim); an entry is *durable* once its bytes are written and fsynced; a *batch* is the
+run of queued entries one syncer pass writes with one ``writev`` and one fsync.
+
+How an append flows: the caller thread checksums its payload (outside any lock), then, under the lock,
+gets the next seq, builds the 20-byte frame header and queues ``(header, payload)``. A single background
+*syncer* thread takes everything queued (up to ``max_batch_bytes`` and to the room left in the active
+file), writes it in one ``writev``, fsyncs once, advances the durable seq and wakes every waiter. While
+it syncs, new appends queue up and form the next batch, so concurrent appenders share fsyncs without
+any timer. Blocking :meth:`WalWriter.append` waits on a condition (no per-entry future); only
+:meth:`WalWriter.append_async` creates futures.
+
+Invariants:
+
+* seqs are assigned under one lock in queue order, and batches leave the queue in that order, so the
+  files hold consecutive seqs and an entry is durable only when every smaller seq is;
+* the active file (the last) is the only one written; it rolls after a batch leaves it at or above
+  ``file_bytes``; :meth:`WalWriter.trim` never deletes it;
+* after a write or fsync error the writer fails permanently: pending and later appends raise
+  :class:`WalError` (what reached the disk is known only to the next recovery);
+* payloads are never copied into a frame buffer: header and payload go to ``writev`` side by side.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from bisect import bisect_right
+from collections.abc import Iterator
+from concurrent.futures import Future
+from dataclasses import dataclass
+from itertools import accumulate, islice
+from types import TracebackType
+
+from wal.errors import WalClosed, WalError
+from wal.frame import (
+    FILE_HEADER_SIZE,
+    FRAME_HEADER_SIZE,
+    MAX_PAYLOAD_BYTES,
+    WalEntry,
+    encode_file_header,
+    encode_frame_header,
+    payload_crc,
+)
+from wal.recovery import FileExtent, WalFile, file_name, read_entries, recover
+from wal.storage import FileWalStorage, WalLockHandle, WalStorage
+
+__all__ = ["WalWriter"]
+
+LOG = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class _Batch:
+    """Entries ``[first_seq, first_seq + count)`` taken off the queue for one write and one fsync."""
+
+    first_seq: int
+    count: int
+    parts: list[bytes]
+    size_bytes: int
+    file: WalFile
+
+
+class WalWriter:
+    """The single writer of one WAL directory (or storage); thread-safe; a context manager."""
+
+    def __init__(
+        self,
+        directory: str | os.PathLike[str] | None = None,
+        *,
+        storage: WalStorage | None = None,
+        file_bytes: int = 64 * 1024 * 1024,
+        fsync: bool = True,
+        max_batch_bytes: int = 16 * 1024 * 1024,
+        lock: bool = True,
+    ) -> None:
+        """Open (creating if needed), lock and recover the WAL.
+
+        Args:
+            directory: a local directory (uses :class:`FileWalStorage`); exclusive with ``storage``.
+            storage: any :class:`WalStorage` (e.g. a ``MemoryWalStorage`` in simulations).
+            file_bytes: roll to a new file once the active one reaches this size.
+            fsync: ``False`` skips the per-batch fsync (entries are then only written, not durable,
+                until :meth:`close`); for tests and benchmarks.
+            max_batch_bytes: upper bound of one write + fsync (a larger single entry goes alone).
+            lock: take the storage's exclusive writer lock (``DIR/LOCK`` for a directory).
+
+        Raises:
+            ValueError: not exactly one of ``directory``/``storage``, or a non-positive size.
+            WalLocked: another writer holds the lock.
+            WalCorrupt: recovery found damage it must not repair by truncation.
+            WalError: the storage failed.
+        """
+        if (directory is None) == (storage is None):
+            raise ValueError("WalWriter: pass exactly one of directory or storage")
+        if file_bytes <= FILE_HEADER_SIZE or max_batch_bytes <= 0:
+            raise ValueError(f"WalWriter: file_bytes must exceed {FILE_HEADER_SIZE}, max_batch_bytes be > 0")
+        self._storage = storage if storage is not None else _open_dir(directory)
+        self._file_bytes = file_bytes
+        self._max_batch_bytes = max_batch_bytes
+        self._fsync = fsync
+        self._lock_handle: WalLockHandle | None = self._storage.lock() if lock else None
+        try:
+            recovered = recover(self._storage)
+        except BaseException:
+            self._release()
+            raise
+        self._mu = threading.Lock()
+        self._work = threading.Condition(self._mu)  # the syncer waits here for queued entries
+        self._durable = threading.Condition(self._mu)  # appenders wait here for their seq
+        self._files = recovered.files
+        self._next_seq = recovered.next_seq  # the seq the next append gets
+        self._durable_end = recovered.next_seq  # every seq below this is durable
+        self._queued_parts: list[bytes] = []  # header, payload, header, payload, ...
+        self._queued_sizes: list[int] = []  # frame size of each queued entry
+        self._futures: dict[int, Future[int]] = {}  # append_async waiters, in seq order
+        self._size_bytes = sum(f.size_bytes for f in self._files)
+        self._closing = False
+        self._failure: BaseException | None = None
+        self._trim_mu = threading.Lock()
+        self._syncer = threading.Thread(target=self._run, name=f"wal-syncer {self.location}", daemon=True)
+        active = self._files[-1]
+        if active.size_bytes >= file_bytes and active.first_seq < self._next_seq and not self._roll_or_fail():
+            self._release()
+            raise WalError(f"WAL {self.location}: cannot roll the full active file") from self._failure
+        self._syncer.start()
+
+    # -- appending ----------------------------------------------------------------------------------
+
+    def append(self, payload: bytes | bytearray | memoryview) -> int:
+        """Append one entry and return its seq once it is durable (written and fsynced).
+
+        Raises:
+            WalClosed: the writer was closed.
+            WalError: the payload exceeds ``MAX_PAYLOAD_BYTES``, or the writer failed.
+        """
+        if threading.current_thread() is self._syncer:
+            raise WalError("append() on the WAL syncer thread (a callback) would deadlock; use append_async")
+        seq = self._enqueue(payload, None)
+        with self._mu:
+            while self._durable_end <= seq:
+                if self._failure is not None:
+                    raise WalError(f"WAL {self.location}: append of seq {seq} failed") from self._failure
+                self._durable.wait()
+        return seq
+
+    def append_async(self, payload: bytes | bytearray | memoryview) -> Future[int]:
+        """Append one entry without waiting: the future resolves with its seq once it is durable.
+
+        Caller errors (closed writer, oversized payload, failed writer) raise here; a later write
+        failure sets the future's exception. Callbacks run on the syncer thread and must not block.
+        """
+        future: Future[int] = Future()
+        future.set_running_or_notify_cancel()  # a queued write cannot be taken back
+        self._enqueue(payload, future)
+        return future
+
+    def _enqueue(self, payload: bytes | bytearray | memoryview, future: Future[int] | None) -> int:
+        data = payload if isinstance(payload, bytes) else bytes(payload)  # the queue must not see mutation
+        if len(data) > MAX_PAYLOAD_BYTES:
+            raise WalError(f"WAL payload of {len(data)} bytes exceeds the {MAX_PAYLOAD_BYTES}-byte limit")
+        crc = payload_crc(data)  # the expensive part, outside the lock
+        with self._mu:
+            self._check_usable()
+            seq = self._next_seq
+            self._queued_parts += (encode_frame_header(seq, len(data), crc), data)
+            self._queued_sizes.append(FRAME_HEADER_SIZE + len(data))
+            self._next_seq = seq + 1
+            if future is not None:
+                self._futures[seq] = future
+            self._work.notify()
+        return seq
+
+    def _check_usable(self) -> None:
+        """Raise unless appends are accepted (caller holds the lock)."""
+        if self._closing:
+            raise WalClosed(f"WAL {self.location} is closed")
+        if self._failure is not None:
+            raise WalError(f"WAL {self.location} failed earlier and must be reopened") from self._failure
+
+    # -- the syncer ---------------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        """The syncer thread: take a batch, write it, fsync once, publish; until closed and drained."""
+        while (batch := self._take_batch()) is not None:
+            try:
+                self._storage.append(batch.file.name, batch.parts)
+                if self._fsync:
+                    self._storage.fsync(batch.file.name)
+            except OSError as exc:
+                self._fail(exc)
+                return
+            except Exception as exc:  # a storage bug must fail the appenders, not strand them
+                LOG.exception("WAL %s: unexpected error in the syncer", self.location)
+                self._fail(exc)
+                return
+            if self._publish(batch) and not self._roll_or_fail():
+                return
+
+    def _take_batch(self) -> _Batch | None:
+        """Wait for queued entries and take the longest prefix that fits the batch limit (at least one)."""
+        with self._mu:
+            while not self._queued_sizes and not self._closing:
+                self._work.wait()
+            if not self._queued_sizes or self._failure is not None:
+                return None
+            active = self._files[-1]
+            limit = max(1, min(self._max_batch_bytes, self._file_bytes - active.size_bytes))
+            ends = list(accumulate(islice(self._queued_sizes, limit // FRAME_HEADER_SIZE + 1)))
+            count = max(1, bisect_right(ends, limit))
+            if count == len(self._queued_sizes):
+                parts, self._queued_parts = self._queued_parts, []
+                self._queued_sizes = []
+            else:
+                parts = self._queued_parts[: 2 * count]
+                del self._queued_parts[: 2 * count]
+                del self._queued_sizes[:count]
+            return _Batch(self._durable_end, count, parts, ends[count - 1], active)
+
+    def _publish(self, batch: _Batch) -> bool:
+        """Mark a written batch durable, wake its waiters; return whether the active file is full."""
+        end = batch.first_seq + batch.count
+        done: list[tuple[int, Future[int]]] = []
+        with self._mu:
+            batch.file.size_bytes += batch.size_bytes
+            self._size_bytes += batch.size_bytes
+            self._durable_end = end
+            while self._futures:
+                seq = next(iter(self._futures))
+                if seq >= end:
+                    break
+                done.append((seq, self._futures.pop(seq)))
+            self._durable.notify_all()
+            full = batch.file.size_bytes >= self._file_bytes
+        for seq, future in done:
+            future.set_result(seq)
+        return full
+
+    def _roll_or_fail(self) -> bool:
+        """Start a new active file at the next durable seq; on failure fail the writer."""
+        with self._mu:
+            first_seq = self._durable_end
+        name = file_name(first_seq)
+        try:
+            self._storage.create(name, encode_file_header(first_seq))
+        except OSError as exc:
+            self._fail(exc)
+            return False
+        except Exception as exc:  # a storage bug must fail the appenders, not strand them
+            LOG.exception("WAL %s: unexpected error while rolling to %s", self.location, name)
+            self._fail(exc)
+            return False
+        with self._mu:
+            self._files.append(WalFile(name, first_seq, FILE_HEADER_SIZE))
+            self._size_bytes += FILE_HEADER_SIZE
+        return True
+
+    def _fail(self, exc: Exception) -> None:
+        """Fail the writer for good: every queued and later append raises."""
+        LOG.error("WAL %s: write failed, the writer stops: %s", self.location, exc)
+        with self._mu:
+            self._failure = exc
+            futures = list(self._futures.values())
+            self._futures.clear()
+            self._queued_parts, self._queued_sizes = [], []
+            self._durable.notify_all()
+        for future in futures:
+            error = WalError(f"WAL {self.location}: write failed: {exc}")
+            error.__cause__ = exc
+            future.set_exception(error)
+
+    # -- reading, trimming, closing -----------------------------------------------------------------
+
+    def entries(self, from_seq: int = 0) -> Iterator[WalEntry]:
+        """Durable entries with seq >= ``from_seq``, in order, read from the files (for replay).
+
+        The iterator covers what was durable when this was called. Entries trimmed meanwhile are
+        skipped; seqs below :attr:`first_seq` are gone.
+
+        Raises:
+            WalClosed: the writer was closed.
+            WalCorrupt: (while iterating) a file no longer holds what was written.
+        """
+        with self._mu:
+            if self._closing:
+                raise WalClosed(f"WAL {self.location} is closed")
+            ends = [f.first_seq for f in self._files[1:]] + [self._durable_end]
+            extents = [FileExtent(f.name, f.first_seq, end, f.size_bytes)
+                       for f, end in zip(self._files, ends, strict=True)]
+        return read_entries(self._storage, extents, from_seq)
+
+    def trim(self, upto_seq: int) -> None:
+        """Delete every whole file all of whose entries have seq <= ``upto_seq``, except the active one.
+
+        Idempotent; files go oldest first, so a crash midway leaves a contiguous log.
+
+        Raises:
+            WalClosed: the writer was closed.
+            WalError: the storage failed to delete a file.
+        """
+        with self._trim_mu:
+            while True:
+                with self._mu:
+                    if self._closing:
+                        raise WalClosed(f"WAL {self.location} is closed")
+                    if len(self._files) < 2 or self._files[1].first_seq - 1 > upto_seq:
+                        return
+                    victim = self._files[0]
+                try:
+                    self._storage.delete(victim.name)
+                except OSError as exc:
+                    raise WalError(f"WAL {self.location}: cannot delete {victim.name}: {exc}") from exc
+                with self._mu:
+                    self._files.pop(0)
+                    self._size_bytes -= victim.size_bytes
+
+    def close(self) -> None:
+        """Write and fsync every queued append, then release the lock; idempotent.
+
+        After close, appends, :meth:`entries` and :meth:`trim` raise :class:`WalClosed`; the
+        properties keep their last values.
+
+        Raises:
+            WalError: the final fsync (only when ``fsync=False``) failed.
+        """
+        if threading.current_thread() is self._syncer:
+            raise WalError("close() from a callback on the WAL syncer thread would deadlock")
+        with self._mu:
+            if self._closing:
+                return
+            self._closing = True
+            self._work.notify_all()
+        self._syncer.join()
+        with self._trim_mu:
+            try:
+                if not self._fsync and self._failure is None:
+                    self._storage.fsync(self._files[-1].name)
+            except OSError as exc:
+                raise WalError(f"WAL {self.location}: final fsync failed: {exc}") from exc
+            finally:
+                self._release()
+
+    def _release(self) -> None:
+        handle, self._lock_handle = self._lock_handle, None
+        try:
+            self._storage.close()
+        finally:
+            if handle is not None:
+                handle.release()
+
+    def __enter__(self) -> WalWriter:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    # -- state --------------------------------------------------------------------------------------
+
+    @property
+    def location(self) -> str:
+        """Where the WAL lives (the directory path), for messages."""
+        return self._storage.location
+
+    @property
+    def next_seq(self) -> int:
+        """The seq the next append gets."""
+        with self._mu:
+            return self._next_seq
+
+    @property
+    def durable_seq_end(self) -> int:
+        """One past the highest durable seq (every seq below it is durable)."""
+        with self._mu:
+            return self._durable_end
+
+    @property
+    def first_seq(self) -> int:
+        """The lowest seq still stored (the first seq of the oldest file; a file may be empty)."""
+        with self._mu:
+            return self._files[0].first_seq
+
+    @property
+    def size_bytes(self) -> int:
+        """Bytes of WAL files on disk (headers included)."""
+        with self._mu:
+            return self._size_bytes
+
+    def __repr__(self) -> str:
+        return f"WalWriter({self.location!r}, next_seq={self.next_seq})"
+
+
+def _open_dir(directory: str | os.PathLike[str] | None) -> FileWalStorage:
+    assert directory is not None  # checked by the caller
+    try:
+        return FileWalStorage(directory)
+    except OSError as exc:
+        raise WalError(f"cannot open the WAL directory {os.fspath(directory)}: {exc}") from exc
