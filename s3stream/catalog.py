@@ -91,7 +91,7 @@ class TopicCatalog:
             raise InvalidRequest(f"partitions must be an integer in [1, {MAX_PARTITIONS}], got {partitions!r}")
         overrides = normalize_topic_config({**self._defaults, **dict(config or {})})
         collision = topic_collision_name(name)
-        for other in self.list():
+        for other in self.names():
             if other != name and topic_collision_name(other) == collision:
                 raise TopicExists(f"topic {name!r} collides with existing topic {other!r} "
                                   "('.' and '_' are interchangeable in metric names)")
@@ -137,7 +137,7 @@ class TopicCatalog:
         self._remember(name, doc)
         return doc
 
-    def list(self, *, include_deleted: bool = False) -> list[str]:
+    def names(self, *, include_deleted: bool = False) -> list[str]:
         """Names of the live topics, sorted."""
         names: set[str] = set()
         for entry in self._store.list("topics/"):
@@ -154,7 +154,7 @@ class TopicCatalog:
     def docs(self, *, include_deleted: bool = True) -> list[TopicDoc]:
         """Latest documents of every topic (for GC and describe)."""
         out = []
-        for name in self.list(include_deleted=include_deleted):
+        for name in self.names(include_deleted=include_deleted):
             doc = self.load(name)
             if doc is not None:
                 out.append(doc)

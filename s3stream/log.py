@@ -140,6 +140,11 @@ class PartitionLog:
     def topic_id(self) -> str:
         return self._topic_id
 
+    @property
+    def is_writer(self) -> bool:
+        """True when this process holds the partition's writer epoch."""
+        return self._w is not None
+
     def __repr__(self) -> str:
         return f"PartitionLog({self._topic!r}, {self._partition})"
 

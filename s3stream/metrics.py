@@ -6,7 +6,12 @@ Names follow Kafka's where Kafka has one (``kafka.log`` / ``kafka.server`` famil
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+if TYPE_CHECKING:
+    from s3stream.retention import RetentionPlan
 
 __all__ = ["StoreMetrics"]
 
@@ -37,6 +42,14 @@ class StoreMetrics:
                                       registry=r)
         self.buffered_bytes = Gauge("s3stream_buffered_bytes", "Bytes appended but not yet in a WAL object",
                                     registry=r)
+        self.retention_segments = Counter("s3stream_retention_deleted_segments", "Segments deleted by retention",
+                                          ["topic", "reason"], registry=r)
+        self.retention_bytes = Counter("s3stream_retention_deleted_bytes", "Bytes deleted by retention",
+                                       ["topic", "reason"], registry=r)
+        self.retention_pass_seconds = Histogram("s3stream_retention_pass_seconds", "Duration of a retention pass",
+                                                buckets=(*_LATENCY_BUCKETS, 30.0, 60.0, 300.0), registry=r)
+        self.log_start_offset = Gauge("s3stream_log_start_offset", "Log start offset", ["topic", "partition"],
+                                      registry=r)
         self.garbage_deleted = Counter("s3stream_gc_deleted_objects", "Objects deleted by GC", ["kind"], registry=r)
 
     def appended(self, topic: str, records: int, nbytes: int) -> None:
@@ -47,6 +60,11 @@ class StoreMetrics:
         self.flushes.inc()
         self.flush_size.observe(nbytes)
         self.flush_partitions.observe(partitions)
+
+    def retention_deleted(self, topic: str, plan: RetentionPlan) -> None:
+        for reason, (segments, nbytes) in plan.by_reason().items():
+            self.retention_segments.labels(topic, reason).inc(segments)
+            self.retention_bytes.labels(topic, reason).inc(nbytes)
 
     def sealed(self, topic: str, nbytes: int) -> None:
         self.segments_sealed.labels(topic).inc()

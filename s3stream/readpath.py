@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 from s3stream.manifest.model import SegmentRef
 from s3stream.objectstore.protocol import ByteRange, ObjectStore
 from s3stream.records import RECORD_SCHEMA
-from s3stream.segment import SegmentReader
+from s3stream.segment import SegmentReader, row_sizes
 from s3stream.walobject import decode_chunk
 from s3stream.walscan import ChunkRef
 
@@ -115,13 +115,17 @@ class ChunkCache:
 
 
 def _row_sizes(table: pa.Table | pa.RecordBatch) -> pa.Array:
-    keys = pc.fill_null(pc.binary_length(table.column("key")), 0)
-    values = pc.fill_null(pc.binary_length(table.column("value")), 0)
-    return pc.add(pc.add(keys, values), 21)
+    """Record sizes as ``Record.size_bytes`` counts them (headers included), like the segment reader's."""
+    return pa.array(row_sizes(table), type=pa.int64())
 
 
-def take_budget(table: pa.Table, max_records: int | None, max_bytes: int | None) -> tuple[pa.Table, int, bool]:
-    """The longest prefix within both budgets (at least one row), its byte size, and whether it was cut."""
+def take_budget(table: pa.Table, max_records: int | None, max_bytes: int | None, *,
+                at_least_one: bool = True) -> tuple[pa.Table, int, bool]:
+    """The longest prefix within both budgets, its byte size, and whether it was cut.
+
+    With ``at_least_one`` (the first piece of a read) the prefix has at least one row even when that row
+    alone exceeds ``max_bytes``; later pieces of the same read stay strictly within the budget.
+    """
     n = table.num_rows
     if n == 0:
         return table, 0, False
@@ -129,8 +133,10 @@ def take_budget(table: pa.Table, max_records: int | None, max_bytes: int | None)
     sizes = _row_sizes(table)
     cumulative = pc.cumulative_sum(sizes)
     if max_bytes is not None:
-        fitting = pc.sum(pc.less_equal(cumulative, max_bytes)).as_py() or 0
-        limit = min(limit, max(1, int(fitting)))
+        fitting = int(pc.sum(pc.less_equal(cumulative, max_bytes)).as_py() or 0)
+        limit = min(limit, max(1, fitting) if at_least_one else fitting)
+    if limit == 0:
+        return table.slice(0, 0), 0, True
     used = int(cumulative[limit - 1].as_py())
     return table.slice(0, limit), used, limit < n
 
@@ -180,7 +186,9 @@ def read_table(view: LogView, offset: int, *, log_id: str, segments: SegmentRead
     while pos < end and (records_left is None or records_left > 0) and bytes_left > 0:
         table, next_pos = _read_step(view, pos, log_id, segments, chunks, records_left, bytes_left)
         if table is not None and table.num_rows:
-            table, used, cut = take_budget(table, records_left, bytes_left if parts else max(bytes_left, 1))
+            table, used, cut = take_budget(table, records_left, bytes_left, at_least_one=not parts)
+            if table.num_rows == 0:
+                break
             parts.append(table)
             bytes_left -= used
             if records_left is not None:
@@ -207,9 +215,9 @@ def _read_step(view: LogView, pos: int, log_id: str, segments: SegmentReaderCach
             return None, view.next_offset
         reader = segments.get(seg)
         table = reader.read(max(pos, seg.base_offset), max_records=records_left, max_bytes=bytes_left)
-        exhausted = table.num_rows == 0 or (
-            (records_left is None or table.num_rows < records_left) and _size(table) < bytes_left)
-        return table, (seg.end_offset if exhausted else pos)
+        # the reader may stop early (budget, row groups): the caller continues after the last row it got,
+        # and only an empty answer proves that nothing of this segment is left from ``pos``
+        return table, (seg.end_offset if table.num_rows == 0 else pos)
     batch, ref = _mem_or_chunk(view, pos)
     if batch is None and ref is None:
         return None, view.log_end_offset

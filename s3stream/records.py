@@ -149,7 +149,7 @@ def batch_nbytes(batch: pa.RecordBatch) -> int:
     It is the sum of the record sizes as :attr:`Record.size_bytes` defines them, computed
     column-wise: key and value bytes plus a fixed per-record overhead (headers are counted too).
     """
-    n = batch.num_rows
+    n: int = batch.num_rows
     if n == 0:
         return 0
     total = 21 * n
@@ -165,9 +165,8 @@ def batch_nbytes(batch: pa.RecordBatch) -> int:
 
 
 def _binary_payload_bytes(col: pa.Array) -> int:
-    lengths = pc.binary_length(col)
-    s = pc.sum(lengths).as_py()
-    return int(s) if s is not None else 0
+    total = pc.sum(pc.binary_length(col)).as_py()
+    return 0 if total is None else int(total)
 
 
 def concat(batches: Iterable[pa.RecordBatch]) -> pa.RecordBatch:

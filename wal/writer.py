@@ -17,7 +17,8 @@ Invariants:
 * seqs are assigned under one lock in queue order, and batches leave the queue in that order, so the
   files hold consecutive seqs and an entry is durable only when every smaller seq is;
 * the active file (the last) is the only one written; it rolls after a batch leaves it at or above
-  ``file_bytes``; :meth:`WalWriter.trim` never deletes it;
+  ``file_bytes``, and only once it is synced (so every file but the last is complete on disk, which
+  recovery relies on); :meth:`WalWriter.trim` never deletes it;
 * after a write or fsync error the writer fails permanently: pending and later appends raise
   :class:`WalError` (what reached the disk is known only to the next recovery);
 * payloads are never copied into a frame buffer: header and payload go to ``writev`` side by side.
@@ -28,23 +29,21 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from bisect import bisect_right
 from collections.abc import Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass
-from itertools import accumulate, islice
 from types import TracebackType
 
 from wal.errors import WalClosed, WalError
 from wal.frame import (
     FILE_HEADER_SIZE,
-    FRAME_HEADER_SIZE,
     MAX_PAYLOAD_BYTES,
     WalEntry,
     encode_file_header,
     encode_frame_header,
     payload_crc,
 )
+from wal.queue import FrameQueue
 from wal.recovery import FileExtent, WalFile, file_name, read_entries, recover
 from wal.storage import FileWalStorage, WalLockHandle, WalStorage
 
@@ -114,8 +113,7 @@ class WalWriter:
         self._files = recovered.files
         self._next_seq = recovered.next_seq  # the seq the next append gets
         self._durable_end = recovered.next_seq  # every seq below this is durable
-        self._queued_parts: list[bytes] = []  # header, payload, header, payload, ...
-        self._queued_sizes: list[int] = []  # frame size of each queued entry
+        self._queue = FrameQueue()  # entries [durable_end, next_seq) waiting for the syncer
         self._futures: dict[int, Future[int]] = {}  # append_async waiters, in seq order
         self._size_bytes = sum(f.size_bytes for f in self._files)
         self._closing = False
@@ -166,8 +164,7 @@ class WalWriter:
         with self._mu:
             self._check_usable()
             seq = self._next_seq
-            self._queued_parts += (encode_frame_header(seq, len(data), crc), data)
-            self._queued_sizes.append(FRAME_HEADER_SIZE + len(data))
+            self._queue.push(encode_frame_header(seq, len(data), crc), data)
             self._next_seq = seq + 1
             if future is not None:
                 self._futures[seq] = future
@@ -203,22 +200,14 @@ class WalWriter:
     def _take_batch(self) -> _Batch | None:
         """Wait for queued entries and take the longest prefix that fits the batch limit (at least one)."""
         with self._mu:
-            while not self._queued_sizes and not self._closing:
+            while not self._queue and not self._closing:
                 self._work.wait()
-            if not self._queued_sizes or self._failure is not None:
+            if not self._queue or self._failure is not None:
                 return None
             active = self._files[-1]
-            limit = max(1, min(self._max_batch_bytes, self._file_bytes - active.size_bytes))
-            ends = list(accumulate(islice(self._queued_sizes, limit // FRAME_HEADER_SIZE + 1)))
-            count = max(1, bisect_right(ends, limit))
-            if count == len(self._queued_sizes):
-                parts, self._queued_parts = self._queued_parts, []
-                self._queued_sizes = []
-            else:
-                parts = self._queued_parts[: 2 * count]
-                del self._queued_parts[: 2 * count]
-                del self._queued_sizes[:count]
-            return _Batch(self._durable_end, count, parts, ends[count - 1], active)
+            parts, count, size_bytes = self._queue.take(min(self._max_batch_bytes,
+                                                            self._file_bytes - active.size_bytes))
+            return _Batch(self._durable_end, count, parts, size_bytes, active)
 
     def _publish(self, batch: _Batch) -> bool:
         """Mark a written batch durable, wake its waiters; return whether the active file is full."""
@@ -240,11 +229,18 @@ class WalWriter:
         return full
 
     def _roll_or_fail(self) -> bool:
-        """Start a new active file at the next durable seq; on failure fail the writer."""
+        """Start a new active file at the next durable seq; on failure fail the writer.
+
+        The full file is synced first even with ``fsync=False``: recovery relies on every file but
+        the last being complete, so a file must never exist while its predecessor's tail can vanish.
+        """
         with self._mu:
             first_seq = self._durable_end
+            previous = self._files[-1].name
         name = file_name(first_seq)
         try:
+            if not self._fsync:
+                self._storage.fsync(previous)
             self._storage.create(name, encode_file_header(first_seq))
         except OSError as exc:
             self._fail(exc)
@@ -265,7 +261,7 @@ class WalWriter:
             self._failure = exc
             futures = list(self._futures.values())
             self._futures.clear()
-            self._queued_parts, self._queued_sizes = [], []
+            self._queue.clear()
             self._durable.notify_all()
         for future in futures:
             error = WalError(f"WAL {self.location}: write failed: {exc}")

@@ -18,6 +18,7 @@ intent, stamp ``seq + 1``/``parent_seq``/a fresh ULID ``commit_id``, validate, P
   Read the key back: our ``commit_id`` means success (S1); otherwise reload and rebase (R2).
 * :class:`TransientError`/:class:`Throttled` (outcome unknown, S2): read back: ours means success,
   someone else's means rebase, absent means retry the same body (a late landing then shows as ours).
+* Transient errors while reading the latest version are retried with backoff until the deadline.
 * Success is returned only after our PUT returned or we read back our own ``commit_id``, so a false
   success is impossible. Jittered exponential backoff between attempts; the deadline
   (``commit_timeout_s`` on ``clock.monotonic``) is checked before every PUT -> :class:`CommitTimeout`.
@@ -231,7 +232,7 @@ class VersionedStore(Generic[T]):
         (CommitConflict), CommitTimeout past the deadline, InternalError if the result is invalid.
         """
         deadline = self._clock.monotonic() + self._commit_timeout_s
-        cur = self.load_latest()
+        cur = self._reload(deadline)
         pending: T | None = None
         attempt = 0
         while True:
@@ -254,7 +255,17 @@ class VersionedStore(Generic[T]):
             attempt += 1
             if outcome is _Outcome.LOST:
                 pending = None
-                cur = self.load_latest()
+                cur = self._reload(deadline)
+
+    def _reload(self, deadline: float) -> T | None:
+        """``load_latest``, riding out transient read errors until the commit deadline."""
+        attempt = 0
+        while True:
+            try:
+                return self.load_latest()
+            except (TransientError, Throttled):
+                self._backoff(attempt, deadline)
+                attempt += 1
 
     def _stamp(self, cur: T | None, new: T) -> T:
         cur_seq = self._codec.seq(cur) if cur is not None else 0
@@ -354,8 +365,11 @@ def manifest_store(store: ObjectStore, *, topic: str, topic_id: str, partition: 
                          crash_points=crash_points, commit_timeout_s=commit_timeout_s)
 
 
-def _fence(role: str, me: Epoch, get: Callable[[Manifest], Epoch | None]) -> Callable[[Manifest], None]:
-    def check(cur: Manifest) -> None:
+def _fence(role: str, me: Epoch,
+           get: Callable[[Manifest], Epoch | None]) -> Callable[[Manifest | None], None]:
+    def check(cur: Manifest | None) -> None:
+        if cur is None:
+            return
         holder = get(cur)
         if holder is not None and (holder.epoch > me.epoch
                                    or (holder.epoch == me.epoch and holder.owner != me.owner)):
@@ -365,11 +379,15 @@ def _fence(role: str, me: Epoch, get: Callable[[Manifest], Epoch | None]) -> Cal
     return check
 
 
-def writer_fence(me: Epoch) -> Callable[[Manifest], None]:
-    """A commit check raising Fenced once another writer claimed the partition after ``me``."""
+def writer_fence(me: Epoch) -> Callable[[Manifest | None], None]:
+    """A commit check raising Fenced once another writer claimed the partition after ``me``.
+
+    It accepts None (no manifest yet: nothing to fence) so it fits both :meth:`ManifestStore.commit`
+    and a plain ``VersionedStore[Manifest].commit``.
+    """
     return _fence("writer", me, lambda m: m.writer)
 
 
-def cleaner_fence(me: Epoch) -> Callable[[Manifest], None]:
+def cleaner_fence(me: Epoch) -> Callable[[Manifest | None], None]:
     """A commit check raising Fenced once another cleaner claimed the partition after ``me``."""
     return _fence("cleaner", me, lambda m: m.cleaner)

@@ -7,11 +7,14 @@ pyarrow read as is. s3stream adds only conventions on top of Parquet:
   worth of records, one record minimum), so reading one offset fetches about one row group.
 * **Page checksums** (Parquet's CRC32 per page) are always written; readers verify them. They cover every
   data page, hence every key, value and header byte.
+* **A footer checksum**: ``s3stream.footer_crc32c`` holds ten ASCII digits, the CRC32C of the whole Thrift
+  footer computed with those digits as ``0000000000``; the writer patches them in place after writing.
+  Readers check it (:func:`verify_footer`) before the Parquet library parses the footer, because a damaged
+  footer can abort the process inside it.
 * **Footer key-value metadata** (``s3stream.*`` keys, see :data:`META_KEYS`) carries the segment's offset
   range, counts, timestamps and a compact per-row-group index ``[first_offset, last_offset,
-  min_timestamp, max_timestamp, num_rows, size_bytes]``; ``s3stream.meta_crc32c`` is the CRC32C of the
-  other ``s3stream.*`` entries in canonical form. The offset index and the time index therefore come from
-  the footer alone; the row groups' byte ranges come from Parquet's own column-chunk metadata.
+  min_timestamp, max_timestamp, num_rows, size_bytes]``. The offset index and the time index therefore come
+  from the footer alone; the row groups' byte ranges come from Parquet's own column-chunk metadata.
 
 Invariants (checked before writing by :func:`encode_segment` and again after reading by
 :func:`parse_footer`): offsets strictly increase and lie in ``[base_offset, last_offset]``; row groups are
@@ -28,7 +31,6 @@ import io
 import itertools
 import json
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 import crc32c
@@ -50,6 +52,7 @@ __all__ = [
     "encode_segment",
     "parse_footer",
     "row_sizes",
+    "verify_footer",
 ]
 
 SEGMENT_FORMAT_VERSION = 1
@@ -57,11 +60,15 @@ SEGMENT_FORMAT_VERSION = 1
 _PREFIX = "s3stream."
 _KEY_FORMAT = "s3stream.format"
 _KEY_ROW_GROUPS = "s3stream.row_groups"
-_KEY_CRC = "s3stream.meta_crc32c"
+_KEY_CRC = "s3stream.footer_crc32c"
 _INT_KEYS = ("base_offset", "last_offset", "record_count", "size_bytes", "min_timestamp", "max_timestamp",
              "first_batch_max_timestamp")
-#: Every ``s3stream.*`` footer key, in canonical (CRC) order.
+#: Every ``s3stream.*`` footer key.
 META_KEYS = (_KEY_FORMAT, *(_PREFIX + k for k in _INT_KEYS), _KEY_ROW_GROUPS, _KEY_CRC)
+_CRC_PLACEHOLDER = b"0" * 10
+# The footer CRC entry as Thrift compact protocol encodes a KeyValue: field 1 (binary) = key,
+# field 2 (binary, length 10) = ten ASCII digits. The writer patches the digits in place.
+_CRC_ENTRY = b"\x18" + bytes([len(_KEY_CRC)]) + _KEY_CRC.encode() + b"\x18\x0a"
 _INT_RE = re.compile(r"-?[0-9]{1,19}")
 _PARQUET_MAGIC = b"PAR1"
 _DELTA = "DELTA_BINARY_PACKED"
@@ -177,10 +184,6 @@ def _index_rows(offsets: npt.NDArray[np.int64], ts: npt.NDArray[np.int64], sizes
     return [list(row) for row in zip(*(c.tolist() for c in cols), strict=True)]
 
 
-def _canonical(meta: Mapping[str, str]) -> bytes:
-    return "\n".join(f"{k}={meta[k]}" for k in META_KEYS[:-1]).encode()
-
-
 def encode_segment(data: pa.Table | pa.RecordBatch, *, base_offset: int, last_offset: int,
                    first_batch_max_timestamp: int = -1, row_group_bytes: int = 1 << 20,
                    compression: str = "zstd") -> tuple[bytes, SegmentSummary]:
@@ -207,8 +210,8 @@ def encode_segment(data: pa.Table | pa.RecordBatch, *, base_offset: int, last_of
         _PREFIX + "first_batch_max_timestamp": str(first_batch_max_timestamp),
         _KEY_ROW_GROUPS: json.dumps(_index_rows(offsets, ts, sizes, starts), separators=(",", ":")),
     }
-    meta[_KEY_CRC] = str(crc32c.crc32c(_canonical(meta)))
-    encoded = _write_parquet(table, starts, meta, compression)
+    meta[_KEY_CRC] = _CRC_PLACEHOLDER.decode()
+    encoded = _seal_footer(_write_parquet(table, starts, meta, compression))
     summary = SegmentSummary(base_offset, last_offset, n, int(sizes.sum()), len(encoded),
                              int(meta[_PREFIX + "max_timestamp"]), int(meta[_PREFIX + "min_timestamp"]),
                              first_batch_max_timestamp, crc32c.crc32c(encoded))
@@ -232,6 +235,41 @@ def _write_parquet(table: pa.Table, starts: npt.NDArray[np.int64], meta: dict[st
     return sink.getvalue()
 
 
+def _seal_footer(encoded: bytes) -> bytes:
+    """Patch the CRC32C of the Thrift footer (computed with the placeholder digits) into the footer."""
+    out = bytearray(encoded)
+    footer_len = int.from_bytes(out[-8:-4], "little")
+    footer_start = len(out) - 8 - footer_len
+    footer = bytes(out[footer_start:-8])
+    at = footer.find(_CRC_ENTRY + _CRC_PLACEHOLDER)
+    if at < 0 or footer.count(_CRC_ENTRY) != 1:
+        raise InternalError("cannot locate the footer CRC entry in the Parquet footer")
+    digits = footer_start + at + len(_CRC_ENTRY)
+    out[digits: digits + 10] = b"%010d" % crc32c.crc32c(footer)
+    return bytes(out)
+
+
+def verify_footer(footer: bytes, *, source: str) -> None:
+    """Check the footer CRC32C before any Parquet library parses the footer.
+
+    ``footer`` is the Thrift ``FileMetaData`` bytes (between the column chunks and the trailing
+    length + ``PAR1``). Parsing a damaged footer can abort the process inside the Parquet library, so
+    this runs first.
+
+    Raises:
+        CorruptData: the CRC entry is missing, malformed or does not match.
+    """
+    at = footer.find(_CRC_ENTRY)
+    if at < 0 or footer.count(_CRC_ENTRY) != 1:
+        raise CorruptData("segment footer has no s3stream CRC entry", source=source)
+    digits = at + len(_CRC_ENTRY)
+    stored = footer[digits: digits + 10]
+    if len(stored) != 10 or not stored.isdigit():
+        raise CorruptData("segment footer CRC entry is malformed", source=source)
+    if crc32c.crc32c(footer[:digits] + _CRC_PLACEHOLDER + footer[digits + 10:]) != int(stored):
+        raise CorruptData("segment footer CRC32C mismatch", source=source)
+
+
 # ----------------------------------------------------------------------------------------------- decoding
 
 
@@ -249,8 +287,6 @@ def parse_footer(metadata: pq.FileMetaData, arrow_schema: pa.Schema, object_size
         raise CorruptData(f"unsupported segment format version {version!r}", source=source)
     if any(k not in meta for k in META_KEYS):
         raise CorruptData("segment footer metadata is incomplete", source=source)
-    if meta[_KEY_CRC] != str(crc32c.crc32c(_canonical(meta))):
-        raise CorruptData("segment footer metadata CRC32C mismatch", source=source)
     if not arrow_schema.equals(RECORD_SCHEMA):
         raise CorruptData(f"segment schema is not RECORD_SCHEMA: {arrow_schema}", source=source)
     ints = {k: _parse_int(meta[_PREFIX + k], k, source) for k in _INT_KEYS}

@@ -142,6 +142,7 @@ class RangedFile(io.RawIOBase):
         return bytes(data)
 
     def _find(self, start: int, end: int) -> int | None:
+        """The start of a cached extent holding ``[start, end)`` (marked recently used), or None."""
         for ext_start, data in reversed(self._extents.items()):
             if ext_start <= start and end <= ext_start + len(data):
                 self._extents.move_to_end(ext_start)
@@ -159,15 +160,25 @@ class RangedFile(io.RawIOBase):
             self._cached -= len(dropped)
 
     def _read_range(self, start: int, end: int) -> bytes:
-        ext = self._find(start, end)
-        if ext is None:
-            if start == self._last_miss_end:
-                self._readahead = min(self._readahead * 2, self._block_bytes)
-            else:
-                self._readahead = min(_MIN_READAHEAD, self._block_bytes)
-            fetch_end = min(self._size, max(end, start + self._readahead))
-            self._insert(start, self.fetch(start, fetch_end))
-            self._last_miss_end = fetch_end
-            ext = start
-        data = self._extents[ext]
-        return data[start - ext: end - ext]
+        """Bytes ``[start, end)``: cached prefixes are served, each miss fetches from where it starts."""
+        parts: list[bytes] = []
+        pos = start
+        while pos < end:
+            ext = self._find(pos, pos + 1)
+            if ext is None:
+                ext = pos
+                self._insert(pos, self.fetch(pos, self._miss_end(pos, end)))
+            data = self._extents[ext]
+            take = min(end, ext + len(data)) - pos
+            parts.append(data[pos - ext: pos - ext + take])
+            pos += take
+        return parts[0] if len(parts) == 1 else b"".join(parts)
+
+    def _miss_end(self, start: int, end: int) -> int:
+        """Where a miss at ``start`` stops: the read-ahead window doubles while misses are sequential."""
+        if start == self._last_miss_end:
+            self._readahead = min(self._readahead * 2, self._block_bytes)
+        else:
+            self._readahead = min(_MIN_READAHEAD, self._block_bytes)
+        self._last_miss_end = min(self._size, max(end, start + self._readahead))
+        return self._last_miss_end

@@ -31,7 +31,7 @@ import pyarrow.parquet as pq
 
 from s3stream.errors import CorruptData, InvalidRequest, S3StreamError
 from s3stream.records import RECORD_SCHEMA
-from s3stream.segment.format import RowGroupInfo, SegmentFooter, parse_footer, row_sizes
+from s3stream.segment.format import RowGroupInfo, SegmentFooter, parse_footer, row_sizes, verify_footer
 from s3stream.segment.ranged import RangedFile
 
 __all__ = ["FOOTER_FETCH_BYTES", "SegmentReader"]
@@ -172,6 +172,7 @@ class SegmentReader:
         if verify_crc32c is not None and crc32c.crc32c(data) != verify_crc32c:
             raise CorruptData("segment object CRC32C mismatch", source=self._source)
         with self._decoding():
+            _verify_whole(data, self._source)
             pf = pq.ParquetFile(pa.BufferReader(data), page_checksum_verification=True, pre_buffer=False)
             footer = parse_footer(pf.metadata, pf.schema_arrow, self._object_size, source=self._source)
             need = ["offset", *(c for c in out_cols if c != "offset")]
@@ -219,6 +220,7 @@ class SegmentReader:
         if footer_start < start:
             tail = self._file.fetch(footer_start, start) + tail
             start = footer_start
+        verify_footer(tail[footer_start - start: len(tail) - 8], source=self._source)
         self._file.prime(start, tail)
 
     def _groups(self) -> tuple[RowGroupInfo, ...]:
@@ -266,6 +268,15 @@ class SegmentReader:
         if bad or not table.schema.equals(expected):
             raise CorruptData(f"row group {g} disagrees with the footer index", source=self._source)
         return table.replace_schema_metadata(None)
+
+
+def _verify_whole(data: bytes, source: str) -> None:
+    if len(data) < 12 or data[-4:] != b"PAR1" or data[:4] != b"PAR1":
+        raise CorruptData("not a Parquet object (magic)", source=source)
+    footer_len = int.from_bytes(data[-8:-4], "little")
+    if footer_len > len(data) - 12:
+        raise CorruptData(f"footer length {footer_len} exceeds the object", source=source)
+    verify_footer(data[len(data) - 8 - footer_len: -8], source=source)
 
 
 def _check_columns(columns: Sequence[str] | None) -> list[str]:

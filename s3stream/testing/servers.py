@@ -105,6 +105,10 @@ def _weed_command(binary: str, data_dir: Path, ports: dict[str, int]) -> list[st
            "-webdav=false", "-admin.ui=false", "-s3.port.iceberg=0", "-s3.port.lance=0",
            "-master.telemetry=false"]
     cmd += [f"-{flag}={port}" for flag, port in ports.items()]
+    for name in ("s3", "filer"):  # keep weed's unix sockets out of /tmp when the path fits (108 bytes)
+        sock = data_dir / f"{name}.sock"
+        if len(str(sock)) < 100:
+            cmd.append(f"-{name}.localSocket={sock}")
     return cmd
 
 
@@ -133,6 +137,7 @@ def seaweedfs_server(tmpdir: str | Path, *, startup_timeout_s: float = 60.0,
         yield endpoint
     finally:
         _stop_process_group(proc)
+        _remove_grpc_sockets(ports)
 
 
 def _wait_until_ready(proc: subprocess.Popen[bytes], endpoint: str, log_path: Path, timeout_s: float,
@@ -153,19 +158,12 @@ def _wait_until_ready(proc: subprocess.Popen[bytes], endpoint: str, log_path: Pa
                 raise ServerError(f"weed mini exited with code {proc.returncode} during startup:\n"
                                   f"{_tail(log_path)}")
             try:
-                client.create_bucket(Bucket=_READY_BUCKET)
-            except botocore.exceptions.ClientError as exc:
-                if exc.response.get("Error", {}).get("Code") != "BucketAlreadyOwnedByYou":
-                    last: BaseException = exc
-                else:
-                    last = exc
-            except botocore.exceptions.BotoCoreError as exc:
-                last = exc
-            try:
+                if _READY_BUCKET not in {b["Name"] for b in client.list_buckets().get("Buckets", [])}:
+                    client.create_bucket(Bucket=_READY_BUCKET)
                 client.put_object(Bucket=_READY_BUCKET, Key="ready", Body=b"ready")
                 return
             except (botocore.exceptions.ClientError, botocore.exceptions.BotoCoreError) as exc:
-                last = exc
+                last: BaseException = exc
             if clock.monotonic() > deadline:
                 raise ServerError(f"weed mini's S3 endpoint {endpoint} was not ready within {timeout_s} s "
                                   f"({type(last).__name__}: {last}):\n{_tail(log_path)}")
@@ -187,6 +185,15 @@ def _stop_process_group(proc: subprocess.Popen[bytes], grace_s: float = 15.0) ->
     # Children that outlived the leader (none expected) still belong to the group: reap them too.
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
+
+
+def _remove_grpc_sockets(ports: dict[str, int]) -> None:
+    """weed leaves ``/tmp/seaweedfs-{admin,s3}-grpc-PORT.sock`` (no flag moves them): remove ours."""
+    for name in ("admin", "s3"):
+        sock = Path(f"/tmp/seaweedfs-{name}-grpc-{ports[f'{name}.port.grpc']}.sock")
+        with contextlib.suppress(OSError):
+            if sock.is_socket():
+                sock.unlink()
 
 
 def _tail(path: Path, nbytes: int = 4000) -> str:

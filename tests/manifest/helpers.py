@@ -1,12 +1,14 @@
 """Test helpers: segment builders, a manifest strategy and a tiny fault-injecting ObjectStore wrapper.
 
-The wrapper stands in for ``s3stream.testing.faults.FaultyObjectStore`` (written in parallel); it
-injects exactly the manifest-protocol faults these tests need, scripted per PUT.
+The wrapper complements ``s3stream.testing.faults.FaultyObjectStore`` (used by ``test_faults.py``):
+it scripts faults per PUT deterministically, interleaves a rival commit just before a PUT, and fakes a
+lagging LIST, which the seeded, rate-based wrapper does not.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterator
 
@@ -97,16 +99,19 @@ class FaultyStore:
     * ``"timeout"``: raise TransientError without writing (the request never arrived);
     * ``"throttle"``: raise Throttled without writing.
 
-    ``before_put`` (if set) runs once, just before the next matching PUT (to interleave a rival commit).
-    ``hide_from_list`` keys are left out of listings (a lagging LIST); ``phantoms`` are listed once
+    ``latency_s`` delays every GET and PUT (widens race windows between threads); ``conflicts`` counts
+    real 412s from the inner store. ``before_put`` (if set) runs once, just before the next matching
+    PUT (to interleave a rival commit). ``hide_from_list`` keys are left out of listings (a lagging LIST); ``phantoms`` are listed once
     although they do not exist (GC deleted them after the listing).
     """
 
-    def __init__(self, inner: ObjectStore | None = None, *, prefix: str = "") -> None:
+    def __init__(self, inner: ObjectStore | None = None, *, prefix: str = "", latency_s: float = 0.0) -> None:
         self.inner: ObjectStore = inner or MemoryObjectStore()
         self.prefix = prefix
         self.script: deque[str] = deque()
         self.storm_412 = False
+        self.latency_s = latency_s
+        self.conflicts = 0
         self.before_put: Callable[[], object] | None = None
         self.phantoms: list[ListEntry] = []
         self.hide_from_list: set[str] = set()
@@ -139,7 +144,13 @@ class FaultyStore:
             raise TransientError(f"injected timeout on {key}", key=key)
         if action == "throttle":
             raise Throttled(f"injected 503 SlowDown on {key}", key=key)
-        meta = self.inner.put(key, data, if_none_match=if_none_match, if_match=if_match)
+        time.sleep(self.latency_s)
+        try:
+            meta = self.inner.put(key, data, if_none_match=if_none_match, if_match=if_match)
+        except PreconditionFailed:
+            with self._lock:
+                self.conflicts += 1
+            raise
         if action == "lost":
             raise TransientError(f"injected lost response on {key}", key=key)
         if action == "lost412":
@@ -149,6 +160,7 @@ class FaultyStore:
     def get(self, key: str, byte_range: ByteRange | None = None) -> bytes:
         with self._lock:
             self.gets.append(key)
+        time.sleep(self.latency_s)
         return self.inner.get(key, byte_range)
 
     def head(self, key: str) -> ObjectMeta:

@@ -110,7 +110,7 @@ def test_manifest_store_factory() -> None:
 
 
 def test_racing_stores_every_commit_lands_exactly_once() -> None:
-    inner = MemoryObjectStore()
+    inner = FaultyStore(latency_s=0.001)
     per_thread = 12
     barrier = threading.Barrier(2)
     errors: list[BaseException] = []
@@ -130,6 +130,7 @@ def test_racing_stores_every_commit_lands_exactly_once() -> None:
     for t in threads:
         t.join(30)
     assert errors == []
+    assert inner.conflicts > 0  # the stores really raced (412s) and rebased
     vs = mstore(inner)
     latest = vs.load_latest()
     assert latest is not None

@@ -1,0 +1,144 @@
+"""What every ``s3stream`` command shares: the store options, opening the store, output, and errors.
+
+Vocabulary:
+
+* **store URL** (``--url``, env ``S3STREAM_URL``): where the data lives; by default the embedded store
+  ``file://<user data dir>/s3stream/data``. It is echoed on stderr only through
+  :func:`~s3stream.objectstore.url.display_url`, so nothing secret-looking is ever printed.
+* **option** (``--option KEY=VALUE``, repeatable): a :class:`~s3stream.settings.StoreSettings` field
+  or a Kafka broker-level synonym, validated by the store (unknown names raise ``InvalidConfig``).
+
+Invariants:
+
+* Every :class:`~s3stream.errors.S3StreamError` that escapes a command becomes exactly one red line on
+  stderr and exit code 1 (:class:`ErrorHandlingGroup`); only bugs show a traceback.
+* Data goes to stdout, everything for humans (store in use, summaries, progress) to stderr, so
+  ``s3stream consume t | jq`` stays clean.
+* Consoles are created per call: ``CliRunner`` swaps ``sys.stdout``/``sys.stderr`` between runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Annotated, Any
+
+import click
+import platformdirs
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from s3stream.errors import CorruptData, Fenced, InvalidConfig, S3StreamError
+
+if TYPE_CHECKING:
+    from s3stream.store import Store
+
+__all__ = [
+    "EXIT_ERROR",
+    "ErrorHandlingGroup",
+    "OptionsOpt",
+    "UrlOpt",
+    "default_store_url",
+    "err_console",
+    "one_line",
+    "open_cli_store",
+    "out_console",
+    "parse_pairs",
+    "report_error",
+    "resolve_url",
+]
+
+#: Exit code of a command that failed with an :class:`S3StreamError`.
+EXIT_ERROR = 1
+
+UrlOpt = Annotated[str | None, typer.Option(
+    "--url", envvar="S3STREAM_URL", show_default=False,
+    help="Store URL: file:///ABS/DIR, s3://BUCKET/PREFIX?endpoint_url=...&region=..., memory://NAME. "
+         "Default: the embedded store file://<user data dir>/s3stream/data.")]
+OptionsOpt = Annotated[list[str] | None, typer.Option(
+    "--option", "-o", metavar="KEY=VALUE", show_default=False,
+    help="A store setting (e.g. flush.interval.ms=100, ack=s3, log.retention.hours=1); repeatable.")]
+
+
+def err_console() -> Console:
+    """A console on the current stderr (never wraps long lines, so an error stays one line)."""
+    return Console(stderr=True, soft_wrap=True, highlight=False)
+
+
+def out_console() -> Console:
+    """A console on the current stdout, for tables and reports meant to be read."""
+    return Console(soft_wrap=False, highlight=False)
+
+
+def one_line(text: str) -> str:
+    """``text`` with newlines and runs of blanks collapsed, so a message is a single line."""
+    return " ".join(text.split())
+
+
+def report_error(exc: S3StreamError) -> None:
+    """Print ``exc`` as one red line on stderr (its kind decides the prefix)."""
+    if isinstance(exc, CorruptData):
+        prefix = "corrupt data"
+    elif isinstance(exc, Fenced):
+        prefix = "fenced"
+    else:
+        prefix = "error"
+    message = one_line(str(exc)) or type(exc).__name__
+    err_console().print(f"[bold red]{prefix}:[/] [red]{escape(message)}[/]")
+
+
+class ErrorHandlingGroup(typer.core.TyperGroup):
+    """The root command group: turns S3StreamError from any subcommand into one red line and exit 1."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except S3StreamError as exc:
+            report_error(exc)
+            raise typer.Exit(EXIT_ERROR) from None
+
+
+def default_store_url() -> str:
+    """``file://<user data dir>/s3stream/data``: the embedded store of this user."""
+    return (platformdirs.user_data_path() / "s3stream" / "data").as_uri()
+
+
+def resolve_url(url: str | None) -> str:
+    """``url``, or the embedded default store when it is None or empty."""
+    return url if url else default_store_url()
+
+
+def parse_pairs(items: Iterable[str] | None, *, flag: str) -> dict[str, str]:
+    """``["k=v", ...]`` -> ``{"k": "v"}``; a malformed or repeated item raises InvalidConfig naming it."""
+    out: dict[str, str] = {}
+    for item in items or ():
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise InvalidConfig(f"{flag} {item!r}: expected KEY=VALUE", key=key or item)
+        if key in out:
+            raise InvalidConfig(f"{flag} {key!r} given twice", key=key)
+        out[key] = value
+    return out
+
+
+@contextmanager
+def open_cli_store(url: str | None, options: Iterable[str] | None, **extra: Any) -> Iterator[Store]:
+    """Open the store for one command (announcing it on stderr) and close it when the command ends.
+
+    ``extra`` is passed to :func:`s3stream.open_store` (``clock``, ``object_store``).
+    """
+    from s3stream.objectstore.url import display_url
+    from s3stream.settings import StoreSettings
+    from s3stream.store import open_store
+
+    resolved = resolve_url(url)
+    settings = parse_pairs(options, flag="--option")
+    StoreSettings.from_options(settings)  # reject unknown names first: never let one reach a parameter
+    err_console().print(f"[dim]store: {escape(display_url(resolved))}[/]")
+    store = open_store(resolved, **extra, **settings)
+    try:
+        yield store
+    finally:
+        store.close()

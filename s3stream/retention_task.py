@@ -1,0 +1,155 @@
+"""The retention task: one pass applies the pure planner (:mod:`s3stream.retention`) to every partition.
+
+Per partition: snapshot (manifest + unsealed active segment), plan, and — when something is
+deletable — one manifest commit (``drop_segments``) that removes the segments and moves the log start
+offset. The commit rebases over concurrent appends and seals; if a concurrent compaction replaced a
+segment the plan is recomputed. Dropped objects stay in the manifest's ``removed`` list and are
+deleted physically by GC after ``file.delete.delay.ms`` (reads fail at once: the log start moved).
+
+Steady state costs one manifest probe per partition and no LIST. Config changes made on a live topic
+apply at the next pass (the topic document is re-read every pass).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from s3stream.config import TopicConfig
+from s3stream.errors import CommitConflict, UnknownTopic
+from s3stream.manifest.intents import drop_segments
+from s3stream.manifest.model import Manifest
+from s3stream.retention import RetentionPlan, SegmentSnapshot, plan_retention
+
+if TYPE_CHECKING:
+    from s3stream.log import PartitionLog
+    from s3stream.store import Store
+
+__all__ = ["RetentionReport", "retain_partition", "run_retention_pass"]
+
+log = logging.getLogger(__name__)
+
+_MAX_ATTEMPTS = 4
+
+
+@dataclass(slots=True)
+class RetentionReport:
+    """What one pass did."""
+
+    partitions_checked: int = 0
+    partitions_changed: int = 0
+    segments_deleted: int = 0
+    bytes_deleted: int = 0
+    by_reason: dict[str, list[int]] = field(default_factory=dict)   # reason -> [segments, bytes]
+    duration_s: float = 0.0
+
+    def add(self, plan: RetentionPlan) -> None:
+        self.partitions_changed += 1
+        self.segments_deleted += len(plan.deletions)
+        self.bytes_deleted += plan.bytes_deleted
+        for reason, (n, b) in plan.by_reason().items():
+            acc = self.by_reason.setdefault(reason, [0, 0])
+            acc[0] += n
+            acc[1] += b
+
+
+def run_retention_pass(store: Store) -> RetentionReport:
+    """One retention pass over every partition of every live topic, at the store clock's ``now``."""
+    rt = store.runtime
+    started = rt.clock.monotonic()
+    report = RetentionReport()
+    for name in rt.catalog.names():
+        try:
+            doc = rt.catalog.get(name, refresh=True)
+        except UnknownTopic:
+            continue
+        cfg = TopicConfig.from_overrides(doc.config)
+        if cfg.compact and not rt.settings.log_cleaner_enable:
+            continue  # Kafka: with the cleaner off, compacted topics get no retention at all (§0)
+        for partition in range(doc.partitions):
+            plog = store.partition(name, partition)
+            report.partitions_checked += 1
+            plan = retain_partition(plog, cfg, now_ms=rt.clock.now_ms())
+            if plan is not None and plan.deletions:
+                report.add(plan)
+                rt.metrics.retention_deleted(name, plan)
+            rt.metrics.log_start_offset.labels(name, str(partition)).set(plog.log_start_offset)
+    report.duration_s = rt.clock.monotonic() - started
+    rt.metrics.retention_pass_seconds.observe(report.duration_s)
+    return report
+
+
+def snapshot_segments(plog: PartitionLog, m: Manifest, now_ms: int) -> list[SegmentSnapshot] | None:
+    """Sealed segments from ``m`` plus the unsealed ones; None if they do not line up (retry)."""
+    snaps = [SegmentSnapshot(s.base_offset, s.end_offset, s.size_bytes, s.largest_timestamp, s.record_count, s.key)
+             for s in m.segments]
+    expected = m.next_offset
+    for info in plog.segments():
+        if info.sealed:
+            continue
+        if info.base_offset != expected:
+            return None
+        largest = info.max_timestamp if info.max_timestamp >= 0 else now_ms
+        snaps.append(SegmentSnapshot(info.base_offset, info.last_offset + 1, info.size_bytes, largest,
+                                     info.record_count, None))
+        expected = info.last_offset + 1
+    return snaps
+
+
+def retain_partition(plog: PartitionLog, cfg: TopicConfig, *, now_ms: int) -> RetentionPlan | None:
+    """Plan and commit retention for one partition; returns the plan that was applied (or None)."""
+    for _ in range(_MAX_ATTEMPTS):
+        m = plog.manifest(refresh=True)
+        leo = plog.log_end_offset
+        snaps = snapshot_segments(plog, m, now_ms)
+        if snaps is None:
+            continue
+        plan = plan_retention(snaps, log_start_offset=m.log_start_offset, log_end_offset=leo,
+                              policy=cfg.cleanup_policy, retention_ms=cfg.retention_ms,
+                              retention_bytes=cfg.retention_bytes, now_ms=now_ms)
+        if plan.roll_first:
+            if _may_roll(plog, m):
+                plog.roll()  # R4: seal the active segment, so the log keeps a new empty one
+                continue
+            plan = _sealed_only(plan, m)
+        if not plan.keys:
+            return None
+        try:
+            committed = plog.manifest_store.commit(
+                _with_empty(plog, drop_segments(plan.keys, now_ms=now_ms, new_log_start=plan.new_log_start_offset)))
+        except CommitConflict as exc:
+            log.info("retention of %s rebasing: %s", plog.log_id, exc)
+            continue
+        plog._rt.crash.hit("retention.after_commit")
+        for key in plan.keys:
+            plog._rt.segments.evict(key)
+        assert committed is not None
+        plog.manifest(refresh=True)
+        return plan
+    log.warning("retention of %s gave up after %d attempts (contention)", plog.log_id, _MAX_ATTEMPTS)
+    return None
+
+
+def _may_roll(plog: PartitionLog, m: Manifest) -> bool:
+    """Roll only where it cannot fence another live writer: we write it, or our node did, or nobody."""
+    if plog.is_writer:
+        return True
+    node = plog._rt.existing_node()
+    return m.writer is None or (node is not None and m.writer.owner == node.node_id)
+
+
+def _sealed_only(plan: RetentionPlan, m: Manifest) -> RetentionPlan:
+    sealed = tuple(d for d in plan.deletions if d.segment.key is not None)
+    if not sealed:
+        return RetentionPlan((), m.log_start_offset, False)
+    return RetentionPlan(sealed, max(m.log_start_offset, sealed[-1].segment.end_offset), False)
+
+
+def _with_empty(plog: PartitionLog, intent):  # type: ignore[no-untyped-def]
+    def wrapped(cur: Manifest | None) -> Manifest | None:
+        base = cur if cur is not None else Manifest.empty(plog.topic, plog.topic_id, plog.partition)
+        result: Manifest | None = intent(base)
+        return result
+
+    return wrapped

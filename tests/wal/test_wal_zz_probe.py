@@ -1,0 +1,2 @@
+import sys
+print("PATH", sys.path[:4], __name__)
