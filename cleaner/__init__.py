@@ -1,4 +1,13 @@
-"""Key compaction (the cleaner): selection planner, offset map, rewrite, service loop.
+"""Key compaction on object storage: Kafka's log cleaner (rules C-* of kafka-cleanup-rules.md).
 
-Not built yet: it arrives with issue 4. ``Store.run_cleaner()`` says so explicitly until then.
+* :mod:`cleaner.selection` — which partition and which offsets (pure).
+* :mod:`cleaner.offsetmap` — the bounded offset map, vectorized with pyarrow.
+* :mod:`cleaner.keep` — which records survive: the one shared definition (also used by Spark jobs).
+* :mod:`cleaner.grouping` — which segments are rewritten together (pure).
+* :mod:`cleaner.executor` — one round: map, rewrite, atomic swap.
+* :mod:`cleaner.service` — ``run_cleaner_pass`` and the background loops.
 """
+
+from cleaner.service import CleanerPassReport, CleanerService, run_cleaner_pass
+
+__all__ = ["CleanerPassReport", "CleanerService", "run_cleaner_pass"]

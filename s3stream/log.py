@@ -149,10 +149,14 @@ class PartitionLog:
         return f"PartitionLog({self._topic!r}, {self._partition})"
 
     def _config(self, *, refresh: bool = False) -> TopicConfig:
+        return TopicConfig.from_overrides(self._live_doc(refresh=refresh).config)
+
+    def _live_doc(self, *, refresh: bool = False) -> TopicDoc:
+        """The topic document, if this log's topic still exists (UnknownTopic once deleted or re-created)."""
         doc = self._rt.catalog.get(self._topic, refresh=refresh)
         if doc.topic_id != self._topic_id:
             raise UnknownTopic(f"topic {self._topic!r} was deleted (and re-created)")
-        return TopicConfig.from_overrides(doc.config)
+        return doc
 
     @property
     def manifest_store(self) -> VersionedStore[Manifest]:
@@ -220,6 +224,7 @@ class PartitionLog:
 
     def read_arrow(self, offset: int, *, max_records: int | None = None, max_bytes: int | None = None) -> pa.Table:
         """Like :meth:`read`, as an Arrow table of ``records.RECORD_SCHEMA`` (the fast path)."""
+        self._live_doc()  # a handle kept across delete_topic must not serve the deleted data
         if max_records is not None and max_records <= 0:
             return pa.Table.from_batches([], schema=_schema())
         for attempt in range(3):

@@ -180,12 +180,11 @@ class Store:
         return run_retention_pass(self)
 
     def run_cleaner(self) -> Any:
-        """One cleaner pass: select the dirtiest compacted partition and clean it.
+        """One cleaner pass: clean the dirtiest eligible compacted partition, then its retention (C-SEL1)."""
+        from cleaner.service import run_cleaner_pass
 
-        Raises:
-            NotImplementedError: key compaction is not part of this release yet.
-        """
-        raise NotImplementedError("key compaction (the cleaner) is not built yet in this version of s3stream")
+        self.flush()
+        return run_cleaner_pass(self)
 
     def collect_garbage(self, *, dry_run: bool = False) -> Any:
         """Delete objects no manifest references, after their grace periods (never earlier)."""

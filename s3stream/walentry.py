@@ -42,7 +42,8 @@ _KIND_ROLL = 2
 _HEAD = struct.Struct("<BBHI")
 _ROLL = struct.Struct("<q")
 _CRC = struct.Struct("<I")
-_DECODE_ERRORS = (pa.ArrowException, ValueError, TypeError, KeyError, IndexError, OverflowError, OSError)
+_DECODE_ERRORS = (pa.ArrowException, ValueError, TypeError, KeyError, IndexError, OverflowError, OSError,
+                  EOFError)
 
 
 @dataclass(frozen=True, slots=True)

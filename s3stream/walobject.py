@@ -64,7 +64,8 @@ _TRAILER = struct.Struct("<QIIB3x4s")
 _HEADER_BYTES = _HEADER.size
 _TRAILER_BYTES = _TRAILER.size
 _WRITE_OPTIONS = ipc.IpcWriteOptions(compression="lz4")
-_DECODE_ERRORS = (pa.ArrowException, ValueError, TypeError, KeyError, IndexError, OverflowError, OSError)
+_DECODE_ERRORS = (pa.ArrowException, ValueError, TypeError, KeyError, IndexError, OverflowError, OSError,
+                  EOFError)
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,7 +127,7 @@ _STREAM_PREFIX = _schema_prefix()
 _EOS = b"\xff\xff\xff\xff\x00\x00\x00\x00"
 
 
-def _ipc_message(batch: pa.RecordBatch) -> bytes:
+def _ipc_message(batch: pa.RecordBatch) -> pa.Buffer:
     """The encapsulated, compressed record-batch message (a stream minus its schema and EOS markers)."""
     sink = pa.BufferOutputStream()
     with ipc.new_stream(sink, RECORD_SCHEMA, options=_WRITE_OPTIONS) as writer:
@@ -135,8 +136,7 @@ def _ipc_message(batch: pa.RecordBatch) -> bytes:
     n = len(_STREAM_PREFIX)
     if stream.size < n + 8 or stream[:n].to_pybytes() != _STREAM_PREFIX or stream[-8:].to_pybytes() != _EOS:
         raise InternalError("unexpected Arrow IPC stream layout")
-    message: bytes = stream[n: stream.size - 8].to_pybytes()
-    return message
+    return stream.slice(n, stream.size - n - 8)  # zero-copy; joined into the object once
 
 
 def _check_input(chunk: WalChunkInput) -> tuple[int, int, int, int]:
@@ -175,7 +175,7 @@ def encode_wal_object(*, node_id: str, seq: int, created_ms: int,
     """
     if len({c.log_id for c in chunks}) != len(chunks):
         raise InternalError("a WAL object holds at most one chunk per log_id")
-    parts = [_HEADER.pack(_MAGIC, WAL_OBJECT_VERSION)]
+    parts: list[bytes | pa.Buffer] = [_HEADER.pack(_MAGIC, WAL_OBJECT_VERSION)]
     pos = _HEADER_BYTES
     entries: list[WalChunkIndex] = []
     for chunk in chunks:
@@ -196,7 +196,7 @@ def encode_fence_object(*, node_id: str, seq: int, created_ms: int) -> bytes:
     return _finish([_HEADER.pack(_MAGIC, WAL_OBJECT_VERSION)], _HEADER_BYTES, index)
 
 
-def _finish(parts: list[bytes], index_offset: int, index: WalObjectIndex) -> bytes:
+def _finish(parts: list[bytes | pa.Buffer], index_offset: int, index: WalObjectIndex) -> bytes:
     _check_index(index, index_offset, InternalError, "")
     doc = {"v": WAL_OBJECT_VERSION, "node_id": index.node_id, "seq": index.seq,
            "created_ms": index.created_ms, "fence": index.fence, "chunks": [

@@ -37,6 +37,10 @@ class FrameQueue:
         self._parts += (header, payload)
         self._sizes.append(len(header) + len(payload))
 
+    def first_size(self) -> int:
+        """Frame bytes of the oldest queued entry (the queue must not be empty)."""
+        return self._sizes[0]
+
     def take(self, limit_bytes: int) -> tuple[list[bytes], int, int]:
         """Remove and return the longest prefix of at most ``limit_bytes`` (at least one entry).
 

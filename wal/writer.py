@@ -54,7 +54,10 @@ LOG = logging.getLogger(__name__)
 
 @dataclass(slots=True)
 class _Batch:
-    """Entries ``[first_seq, first_seq + count)`` taken off the queue for one write and one fsync."""
+    """Entries ``[first_seq, first_seq + count)`` taken off the queue for one write and one fsync.
+
+    An empty batch (``count == 0``) asks the syncer to roll to a new file before writing more.
+    """
 
     first_seq: int
     count: int
@@ -181,33 +184,48 @@ class WalWriter:
     # -- the syncer ---------------------------------------------------------------------------------
 
     def _run(self) -> None:
-        """The syncer thread: take a batch, write it, fsync once, publish; until closed and drained."""
+        """The syncer thread: write a batch, fsync once, publish, roll when full; until closed and drained."""
         while (batch := self._take_batch()) is not None:
-            try:
-                self._storage.append(batch.file.name, batch.parts)
-                if self._fsync:
-                    self._storage.fsync(batch.file.name)
-            except OSError as exc:
-                self._fail(exc)
-                return
-            except Exception as exc:  # a storage bug must fail the appenders, not strand them
-                LOG.exception("WAL %s: unexpected error in the syncer", self.location)
-                self._fail(exc)
-                return
-            if self._publish(batch) and not self._roll_or_fail():
+            if batch.count == 0:
+                ok = self._roll_or_fail()
+            else:
+                ok = self._write(batch) and (not self._publish(batch) or self._roll_or_fail())
+            if not ok:
                 return
 
     def _take_batch(self) -> _Batch | None:
-        """Wait for queued entries and take the longest prefix that fits the batch limit (at least one)."""
+        """Wait for queued entries and take the longest prefix that fits (``None``: closed and drained).
+
+        The batch fits both ``max_batch_bytes`` and the room left in the active file; when not even
+        the first queued entry fits a non-empty active file, an empty batch asks for a roll first.
+        A single entry larger than a whole file goes alone into a fresh file.
+        """
         with self._mu:
             while not self._queue and not self._closing:
                 self._work.wait()
             if not self._queue or self._failure is not None:
                 return None
             active = self._files[-1]
-            parts, count, size_bytes = self._queue.take(min(self._max_batch_bytes,
-                                                            self._file_bytes - active.size_bytes))
+            room = self._file_bytes - active.size_bytes
+            if self._queue.first_size() > room and active.first_seq < self._durable_end:
+                return _Batch(self._durable_end, 0, [], 0, active)
+            parts, count, size_bytes = self._queue.take(min(self._max_batch_bytes, room))
             return _Batch(self._durable_end, count, parts, size_bytes, active)
+
+    def _write(self, batch: _Batch) -> bool:
+        """Write a batch with one ``writev`` and fsync it once; on failure fail the writer."""
+        try:
+            self._storage.append(batch.file.name, batch.parts)
+            if self._fsync:
+                self._storage.fsync(batch.file.name)
+        except OSError as exc:
+            self._fail(exc)
+            return False
+        except Exception as exc:  # a storage bug must fail the appenders, not strand them
+            LOG.exception("WAL %s: unexpected error in the syncer", self.location)
+            self._fail(exc)
+            return False
+        return True
 
     def _publish(self, batch: _Batch) -> bool:
         """Mark a written batch durable, wake its waiters; return whether the active file is full."""

@@ -246,10 +246,11 @@ class VersionedStore(Generic[T]):
             if self._clock.monotonic() > deadline:
                 raise CommitTimeout(f"{self._prefix}: commit did not land within {self._commit_timeout_s} s "
                                     f"({attempt} attempts)")
+            started = self._clock.monotonic()  # no successor of ours can exist before this instant
             outcome = self._put_once(pending)
             if outcome is _Outcome.LANDED:
                 self._crash.hit("manifest.after_put")
-                self._remember(pending, self._codec.seq(pending), self._clock.monotonic())
+                self._remember(pending, self._codec.seq(pending), started)
                 return pending
             self._backoff(attempt, deadline)
             attempt += 1

@@ -22,10 +22,11 @@ Invariants:
 
 from __future__ import annotations
 
+import bisect
 import functools
 import re
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import boto3
 import botocore.exceptions as bce
@@ -57,6 +58,7 @@ if TYPE_CHECKING:
 __all__ = ["S3ObjectStore", "map_botocore_error"]
 
 T = TypeVar("T")
+ListOrder = Literal["server", "sort"]
 MiB = 1 << 20
 
 _NOT_FOUND = frozenset({"NoSuchKey", "NotFound", "404", "NoSuchUpload", "NoSuchVersion"})
@@ -126,7 +128,10 @@ class S3ObjectStore:
                  region: str | None = None, clock: Clock | None = None, ids: IdSource | None = None,
                  max_attempts: int = 8, multipart_threshold: int = 128 * MiB, part_size: int = 64 * MiB,
                  max_pool_connections: int = 32, connect_timeout_s: float = 5,
-                 read_timeout_s: float = 30, list_page_size: int = 1000) -> None:
+                 read_timeout_s: float = 30, list_page_size: int = 1000,
+                 list_order: ListOrder | None = None) -> None:
+        if list_order not in (None, "server", "sort"):
+            raise InvalidRequest(f"list_order must be 'server' or 'sort', not {list_order!r}")
         if not bucket or "/" in bucket:
             raise InvalidRequest(f"invalid bucket name {bucket!r}")
         if part_size <= 0 or multipart_threshold <= 0 or not 1 <= list_page_size <= 1000:
@@ -142,6 +147,9 @@ class S3ObjectStore:
         self._policy = BackoffPolicy(max_attempts=max_attempts)
         self._multipart_threshold, self._part_size = multipart_threshold, part_size
         self._page_size = list_page_size
+        # Non-AWS servers may list in another order (SeaweedFS walks its directory tree: "a/x"
+        # before "a-b") and apply StartAfter in that order: sort client-side unless told otherwise.
+        self._sort_listings = (list_order == "sort") if list_order else endpoint_url is not None
         self._client, self._secrets = self._make_client(region, max_pool_connections,
                                                         connect_timeout_s, read_timeout_s)
 
@@ -315,10 +323,21 @@ class S3ObjectStore:
                           int(resp["LastModified"].timestamp() * 1000))
 
     def list(self, prefix: str, *, start_after: str | None = None) -> Iterator[ListEntry]:
-        validate_prefix(prefix)
-        return self._list_pages(prefix, start_after)
+        """Keys under ``prefix`` after ``start_after``, in lexicographic order.
 
-    def _list_pages(self, prefix: str, start_after: str | None) -> Iterator[ListEntry]:
+        ``list_order="server"`` (the default on AWS): lazy, page by page, StartAfter sent to the server,
+        the order verified (:class:`CorruptData` if the server breaks it). ``"sort"`` (the default for
+        other endpoints): the whole prefix is listed, then sorted and filtered here.
+        """
+        validate_prefix(prefix)
+        if not self._sort_listings:
+            return self._list_pages(prefix, start_after, ordered=True)
+        entries = sorted(self._list_pages(prefix, None, ordered=False), key=lambda e: e.key)
+        if start_after is not None:
+            entries = entries[bisect.bisect_right([e.key for e in entries], start_after):]
+        return iter(entries)
+
+    def _list_pages(self, prefix: str, start_after: str | None, *, ordered: bool) -> Iterator[ListEntry]:
         """Yield entries page by page; each page is one retried (idempotent) request."""
         kwargs: dict[str, Any] = {"Bucket": self._bucket, "Prefix": self._full(prefix),
                                   "MaxKeys": self._page_size}
@@ -330,8 +349,9 @@ class S3ObjectStore:
             resp = self._call("LIST", prefix, functools.partial(self._client.list_objects_v2, **page))
             for obj in resp.get("Contents", []):
                 full = obj["Key"]
-                if not full.startswith(kwargs["Prefix"]) or full <= last:
-                    raise CorruptData(f"listing returned {full!r} out of order or outside the prefix",
+                if not full.startswith(kwargs["Prefix"]) or (ordered and full <= last):
+                    raise CorruptData(f"listing returned {full!r} out of order or outside the prefix "
+                                      "(for servers that do not list in key order use list_order='sort')",
                                       source=f"s3://{self._bucket}/{kwargs['Prefix']}")
                 last = full
                 yield ListEntry(full[cut:], int(obj["Size"]), int(obj["LastModified"].timestamp() * 1000))

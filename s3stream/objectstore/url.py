@@ -4,9 +4,10 @@ Accepted forms::
 
     memory://NAME[/PREFIX]                        a MemoryObjectStore shared by every opener of NAME
     file:///ABS/DIR                               a LocalObjectStore rooted at /ABS/DIR (created)
-    s3://BUCKET[/PREFIX][?endpoint_url=URL&region=REGION]
+    s3://BUCKET[/PREFIX][?endpoint_url=URL&region=REGION&list_order=server|sort]
                                                   an S3ObjectStore; credentials come only from the
-                                                  standard AWS chain, never from the URL
+                                                  standard AWS chain, never from the URL; list_order
+                                                  as in S3ObjectStore (default: sort for non-AWS)
 
 Invariants: a URL never carries credentials (``user:password@`` is refused, so nothing secret can
 leak into logs through :func:`display_url` or error messages); unknown query parameters are refused
@@ -31,7 +32,7 @@ __all__ = ["StoreUrl", "display_url", "open_object_store", "parse_store_url"]
 _ALLOWED_PARAMS: dict[str, frozenset[str]] = {
     "memory": frozenset(),
     "file": frozenset(),
-    "s3": frozenset({"endpoint_url", "region"}),
+    "s3": frozenset({"endpoint_url", "region", "list_order"}),
 }
 _SECRET_NAME = re.compile(r"secret|password|passwd|token|credential|signature|(^|_)key$|access",
                           re.IGNORECASE)
@@ -112,9 +113,13 @@ def open_object_store(url: str, *, clock: Clock | None = None, ids: IdSource | N
         return LocalObjectStore(parsed.bucket_or_path, clock=clock)
     from s3stream.objectstore.s3 import S3ObjectStore  # imported lazily: boto3 is slow to import
 
+    order = parsed.params.get("list_order") or None
+    if order not in (None, "server", "sort"):
+        raise InvalidRequest(f"list_order must be 'server' or 'sort', not {order!r}")
     return S3ObjectStore(parsed.bucket_or_path, prefix=parsed.prefix,
                          endpoint_url=parsed.params.get("endpoint_url") or None,
-                         region=parsed.params.get("region") or None, clock=clock, ids=ids)
+                         region=parsed.params.get("region") or None, clock=clock, ids=ids,
+                         list_order="sort" if order == "sort" else "server" if order else None)
 
 
 def display_url(url: str) -> str:

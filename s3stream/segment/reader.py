@@ -17,7 +17,6 @@ a reader is thread-safe (one lock) and keeps a few MiB of fetched bytes for sequ
 from __future__ import annotations
 
 import bisect
-import json
 import struct
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -39,7 +38,7 @@ __all__ = ["FOOTER_FETCH_BYTES", "SegmentReader"]
 #: Bytes fetched from the end of the object to find the footer (one fetch for most segments).
 FOOTER_FETCH_BYTES = 64 << 10
 _DECODE_ERRORS = (pa.ArrowException, OSError, ValueError, TypeError, KeyError, IndexError, OverflowError,
-                  struct.error, json.JSONDecodeError, RuntimeError)
+                  EOFError, struct.error, RuntimeError)
 _SIZE_COLUMNS = ("key", "value", "headers")
 _ALL_COLUMNS = tuple(RECORD_SCHEMA.names)
 

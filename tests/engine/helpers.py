@@ -60,6 +60,7 @@ def abandon(store: s3stream.Store) -> None:
         with up._cond:  # a dead process flushes nothing more
             if up._failed is None:
                 up._failed = SimulatedCrash("abandoned")
+            up._buf = type(up._buf)()  # what was buffered dies with the process
             up._closing = True
             up._cond.notify_all()
         up._thread.join(10)

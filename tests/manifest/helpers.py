@@ -101,8 +101,8 @@ class FaultyStore:
 
     ``latency_s`` delays every GET and PUT (widens race windows between threads); ``conflicts`` counts
     real 412s from the inner store. ``before_put`` (if set) runs once, just before the next matching
-    PUT (to interleave a rival commit). ``hide_from_list`` keys are left out of listings (a lagging LIST); ``phantoms`` are listed once
-    although they do not exist (GC deleted them after the listing).
+    PUT (to interleave a rival commit). ``hide_from_list`` keys are left out of listings (a lagging
+    LIST); ``phantoms`` are listed once although they do not exist (GC deleted them after the listing).
     """
 
     def __init__(self, inner: ObjectStore | None = None, *, prefix: str = "", latency_s: float = 0.0) -> None:

@@ -84,7 +84,9 @@ def test_round_trip(first: int, payloads: list[bytes]) -> None:
 
 @settings(max_examples=200, deadline=None)
 @given(payloads=st.lists(st.binary(min_size=1, max_size=64), min_size=1, max_size=6), data=st.data())
-def test_any_truncation_yields_exactly_the_whole_frames_before_the_cut(payloads: list[bytes], data: st.DataObject) -> None:
+def test_any_truncation_yields_exactly_the_whole_frames_before_the_cut(
+    payloads: list[bytes], data: st.DataObject
+) -> None:
     entries = [WalEntry(i, p) for i, p in enumerate(payloads)]
     buf = frames(entries)
     cut = data.draw(st.integers(0, len(buf)))
@@ -120,7 +122,7 @@ def test_every_single_byte_corruption_is_detected(flip: int) -> None:
         decoded, valid_len = decode_frames(damaged, "c", first_seq=10)
         assert decoded == entries[:hit], f"byte {pos} ^ {flip:#x}"
         assert valid_len == starts[hit]
-        with pytest.raises(WalCorrupt, match="^c: "):
+        with pytest.raises(WalCorrupt, match=r"^c: "):
             decode_frames(damaged, "c", first_seq=10, strict=True)
 
 
@@ -130,7 +132,7 @@ def test_every_single_byte_corruption_of_a_file_header_is_detected(flip: int) ->
     for pos in range(len(header)):
         damaged = bytearray(header)
         damaged[pos] ^= flip
-        with pytest.raises(WalCorrupt, match="^src: "):
+        with pytest.raises(WalCorrupt, match=r"^src: "):
             decode_file_header(damaged, "src")
 
 

@@ -1,8 +1,4 @@
-"""Shared helpers of the WAL tests (imported by conftest.py and the test modules).
-
-A plain module rather than a package: tests/wal has no ``__init__.py`` on purpose (a package named
-``wal`` there would shadow the real ``wal`` package under pytest's default import mode).
-"""
+"""Shared helpers of the WAL tests: a recording, gating, fault-injecting storage wrapper; payloads."""
 
 from __future__ import annotations
 
@@ -66,6 +62,7 @@ class RecordingStorage:
         self.inner.fsync(name)
 
     def read(self, name: str, offset: int = 0, size: int | None = None) -> bytes:
+        self._maybe_fail("read")
         return self.inner.read(name, offset, size)
 
     def truncate(self, name: str, size: int) -> None:

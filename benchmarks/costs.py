@@ -1,0 +1,178 @@
+"""S3 PUTs per GiB ingested (1 partition and many), and sequential reads from sealed segments.
+
+PUT cost: a fresh store whose ObjectStore is wrapped in a
+:class:`~s3stream.testing.recording.RecordingObjectStore`; the recorder is reset after the topic is
+created, then ``cost_bytes`` of records are appended (evenly over the partitions) and the store is
+flushed. Every PUT is classified by key (:mod:`s3stream.layout`):
+
+* ``wal/{node}/{seq}.wal``: WAL objects; the node's first one is its namespace *fence* (a tiny
+  object written once when the process starts writing), counted apart;
+* ``logs/.../segments/...``: sealed segment objects;
+* ``logs/.../manifest/...``: manifest versions: one per seal, plus one writer-epoch *claim* per
+  partition on its first append (one-time);
+* anything else (topic documents, probe scratch keys).
+
+Data PUTs = WAL objects (without the fence) + segments, per GiB of record bytes (the unit of
+``flush.bytes``), against the bound ``1.1 * (1 GiB / flush.bytes) + sealed segments per GiB``.
+
+Sequential read: the 1-partition log, rolled so every record is in a sealed segment, is read back by a
+*fresh* store (cold caches, its own empty WAL directory) with ``PartitionLog.read_arrow`` in a loop
+of ``read_max_bytes`` requests, from the log start to the log end; every offset must come back once.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from benchmarks.measure import CpuMeter, mb_per_s
+from benchmarks.params import GiB, Params
+from benchmarks.progress import PhaseProgress
+from benchmarks.targets import Target
+from benchmarks.workload import Producers, make_batches
+from s3stream import open_store
+from s3stream.testing.recording import RecordingObjectStore
+
+__all__ = ["PutCost", "classify_puts", "measure_put_cost", "sequential_read"]
+
+_TOPIC = "cost"
+
+
+@dataclass(frozen=True, slots=True)
+class PutCost:
+    """PUT counts of one cost run, and the store it wrote (for the read phase)."""
+
+    store_name: str
+    partitions: int
+    details: dict[str, Any]
+
+
+def classify_puts(log: list[tuple[str, str, int]]) -> dict[str, int]:
+    """Count PUTs by object kind (see the module docstring); the first WAL-key PUT is the fence."""
+    counts = {"wal_object": 0, "fence": 0, "segment": 0, "manifest": 0, "other": 0}
+    for op, key, _size in log:
+        if op != "PUT":
+            continue
+        if key.startswith("wal/") and key.endswith(".wal"):
+            counts["fence" if counts["fence"] == 0 and counts["wal_object"] == 0 else "wal_object"] += 1
+        elif "/segments/" in key:
+            counts["segment"] += 1
+        elif "/manifest/" in key:
+            counts["manifest"] += 1
+        else:
+            counts["other"] += 1
+    return counts
+
+
+def measure_put_cost(target: Target, params: Params, partitions: int, progress: PhaseProgress,
+                     *, roll_at_end: bool) -> PutCost:
+    """Ingest ``cost_bytes`` into ``partitions`` partitions of a fresh store and count its PUTs."""
+    settings = params.settings()
+    name = f"cost-{partitions}p"
+    url, inner = target.store(name)
+    recorder = RecordingObjectStore(inner, log_size=2_000_000)
+    store = open_store(url, object_store=recorder, wal_dir=target.wal_dir(name), **params.open_options())
+    try:
+        store.create_topic(_TOPIC, partitions=partitions, config={"segment.bytes": params.segment_bytes})
+        logs = [store.partition(_TOPIC, p) for p in range(partitions)]
+        per_partition = max(1, params.cost_bytes // params.record_bytes // partitions)
+        batch_records = max(1, min(params.batch_records, per_partition // 4))
+        batches = make_batches(8, batch_records, params.record_bytes, seed=params.seed + 2)
+        producers = Producers(logs, batches, producers=params.producers)
+        appends = math.ceil(params.cost_bytes / producers.batch_payload_bytes)
+        recorder.reset()
+        with progress.phase(f"PUT cost: {partitions} partition(s)", total=appends * producers.batch_payload_bytes,
+                            completed=lambda: producers.appended_bytes):
+            produced = producers.run(max_appends=appends)
+            store.flush()
+        counts = classify_puts(recorder.log)
+        requests = recorder.counts()
+        if roll_at_end:
+            for plog in logs:
+                plog.roll()
+    finally:
+        store.close()
+    gib = produced.record_bytes / GiB
+    data_puts = counts["wal_object"] + counts["segment"]
+    bound = 1.1 * (GiB / settings.flush_bytes) + counts["segment"] / gib
+    details = {
+        "partitions": partitions, "batch_records": batch_records, "appends": produced.appends,
+        "record_bytes_ingested": produced.record_bytes, "payload_bytes_ingested": produced.payload_bytes,
+        "puts": counts, "requests": requests, "flush_bytes": settings.flush_bytes,
+        "segment_bytes": params.segment_bytes, "sealed_segments": counts["segment"],
+        "data_puts": data_puts, "data_puts_per_gib": round(data_puts / gib, 2),
+        "all_puts_per_gib": round(sum(counts.values()) / gib, 2),
+        "wal_object_puts_per_gib": round(counts["wal_object"] / gib, 2),
+        "segment_puts_per_gib": round(counts["segment"] / gib, 2),
+        "manifest_puts_per_gib": round(counts["manifest"] / gib, 2),
+        "one_time_manifest_claims_expected": partitions,
+        "manifest_puts_beyond_seals_and_claims": counts["manifest"] - counts["segment"] - partitions,
+        "bound_per_gib": round(bound, 2),
+        "ingest_seconds": round(produced.seconds, 3),
+    }
+    return PutCost(name, partitions, details)
+
+
+def _payload_bytes(table: pa.Table) -> int:
+    total = 0
+    for name in ("key", "value"):
+        s = pc.sum(pc.binary_length(table.column(name))).as_py()
+        total += int(s) if s is not None else 0
+    return total
+
+
+def sequential_read(target: Target, params: Params, store_name: str, progress: PhaseProgress) -> dict[str, Any]:
+    """Read partition 0 of ``store_name`` start to end through a fresh store; MB/s of payload."""
+    url, inner = target.store(store_name)
+    recorder = RecordingObjectStore(inner, log_size=1000)
+    store = open_store(url, object_store=recorder, wal_dir=target.wal_dir(store_name + "-reader"),
+                       **params.open_options())
+    try:
+        plog = store.partition(_TOPIC, 0)
+        start, end = plog.log_start_offset, plog.log_end_offset
+        segments = plog.segments()
+        unsealed = [s for s in segments if not s.sealed and s.record_count]
+        recorder.reset()
+        position = [start]
+        with progress.phase("sequential read (cold store)", total=max(end - start, 1),
+                            completed=lambda: position[0] - start):
+            cpu = CpuMeter()
+            t0 = time.perf_counter()
+            rows, payload, calls = _read_all(plog, start, end, params.read_max_bytes, position)
+            elapsed = time.perf_counter() - t0
+            cpu_used = cpu.read()
+    finally:
+        store.close()
+    return {
+        "records": rows, "payload_bytes": payload, "seconds": round(elapsed, 3),
+        "payload_mb_per_s": round(mb_per_s(payload, elapsed), 2),
+        "object_bytes_read": recorder.bytes_read,
+        "object_mb_per_s": round(mb_per_s(recorder.bytes_read, elapsed), 2),
+        "read_calls": calls, "read_max_bytes": params.read_max_bytes, "requests": recorder.counts(),
+        "sealed_segments": sum(1 for s in segments if s.sealed), "unsealed_records": sum(
+            s.record_count for s in unsealed), "log_start_offset": start, "log_end_offset": end, "cpu": cpu_used,
+    }
+
+
+def _read_all(plog: Any, start: int, end: int, max_bytes: int, position: list[int]) -> tuple[int, int, int]:
+    """Read ``[start, end)`` in order; check every offset comes back once. Returns rows, bytes, calls."""
+    offset, rows, payload, calls = start, 0, 0, 0
+    while offset < end:
+        table = plog.read_arrow(offset, max_bytes=max_bytes)
+        calls += 1
+        if table.num_rows == 0:
+            raise RuntimeError(f"read_arrow({offset}) returned nothing before the log end {end}")
+        offsets = table.column("offset")
+        first, last = offsets[0].as_py(), offsets[-1].as_py()
+        if first != offset or last - first + 1 != table.num_rows:
+            raise RuntimeError(f"read_arrow({offset}) returned offsets {first}..{last} in {table.num_rows} rows")
+        rows += table.num_rows
+        payload += _payload_bytes(table)
+        offset = last + 1
+        position[0] = offset
+    return rows, payload, calls

@@ -1,0 +1,136 @@
+"""Sustained ingest with ``ack=wal``, append latency at half that load, and peak memory while ingesting.
+
+Sustained ingest: ``producers`` threads append batches of ``batch_records`` 1 KiB records to
+``partitions`` partitions for ``duration_s`` seconds, then the store is flushed (every acknowledged
+record in a committed WAL object, every rolled segment sealed). The throughput counts the flush:
+payload bytes / (producing time + final flush time), i.e. data *in the target*, not just acknowledged.
+Before the clock starts, one append per partition claims the partitions and opens the node (one-time
+costs, not ingest).
+
+Latency at half load: the same store, a fresh topic, producers rate-limited to half the sustained
+payload rate, appending ``latency_batch_records``-record batches; each append's acknowledgement
+latency (call to return: WAL fsync'd, group commit) is one sample.
+
+Memory: peak RSS of the process over the sustained-ingest phase (producers and final flush).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from benchmarks.measure import PeakRss, current_rss_bytes, mb_per_s
+from benchmarks.params import Params
+from benchmarks.profiler import StackSampler
+from benchmarks.progress import PhaseProgress
+from benchmarks.targets import Target
+from benchmarks.workload import ProduceResult, Producers, make_batches
+from s3stream import Store, open_store
+
+__all__ = ["IngestOutcome", "engine_counters", "run_ingest"]
+
+
+@dataclass(frozen=True, slots=True)
+class IngestOutcome:
+    """The measurements of the ingest phases, ready for the report."""
+
+    sustained: dict[str, Any]
+    latency: dict[str, Any]
+    memory: dict[str, Any]
+    profile: dict[str, Any] | None
+
+
+def engine_counters(store: Store) -> dict[str, Any]:
+    """WAL objects uploaded and sealed segments so far (internals; empty if they moved)."""
+    out: dict[str, Any] = {}
+    try:
+        node = store.runtime.existing_node()
+        if node is not None:
+            out["wal_objects_put"] = node.uploader.puts
+            out["wal_object_bytes_put"] = node.uploader.bytes_put
+        out["sealed_segments"] = sum(len(plog.manifest(refresh=False).segments)
+                                     for plog in store.runtime.open_logs())
+    except AttributeError:
+        pass
+    return out
+
+
+def _warm_up(store: Store, topic: str, partitions: int, batch: list[Any]) -> list[Any]:
+    logs = [store.partition(topic, p) for p in range(partitions)]
+    for plog in logs:
+        plog.append(batch)
+    store.flush()
+    return logs
+
+
+@contextlib.contextmanager
+def _maybe_profile(enabled: bool) -> Iterator[StackSampler | None]:
+    if not enabled:
+        yield None
+        return
+    with StackSampler() as sampler:
+        yield sampler
+
+
+def run_ingest(target: Target, params: Params, progress: PhaseProgress) -> IngestOutcome:
+    """Run the sustained-ingest and half-load latency phases on one store of ``target``."""
+    settings = params.settings()
+    baseline_rss = current_rss_bytes()
+    url, objstore = target.store("ingest")
+    store = open_store(url, object_store=objstore, wal_dir=target.wal_dir("ingest"), **params.open_options())
+    try:
+        topic_config = {"segment.bytes": params.segment_bytes}
+        store.create_topic("ingest", partitions=params.partitions, config=topic_config)
+        batches = make_batches(8, params.batch_records, params.record_bytes, seed=params.seed)
+        logs = _warm_up(store, "ingest", params.partitions, batches[0])
+        producers = Producers(logs, batches, producers=params.producers)
+        before = engine_counters(store)
+        with progress.phase(f"ingest: {params.partitions} partitions, {params.duration_s:g} s",
+                            seconds=params.duration_s), PeakRss() as peak, \
+                _maybe_profile(params.profile) as sampler:
+            produced = producers.run(seconds=params.duration_s)
+            t0 = time.perf_counter()
+            store.flush()
+            flush_s = time.perf_counter() - t0
+        sustained = _sustained(produced, flush_s, before, engine_counters(store), params)
+        memory = {**peak.result(), "baseline_rss_bytes": baseline_rss}
+        profile = sampler.result() if sampler is not None else None
+        rate = 0.5 * sustained["payload_mb_per_s"] * 1e6
+        store.create_topic("latency", partitions=params.partitions, config=topic_config)
+        small = make_batches(8, params.latency_batch_records, params.record_bytes, seed=params.seed + 1)
+        lat_logs = _warm_up(store, "latency", params.partitions, small[0])
+        with progress.phase(f"ack latency at half load ({rate / 1e6:.1f} MB/s)", seconds=params.latency_seconds):
+            paced = Producers(lat_logs, small, producers=params.producers).run(
+                seconds=params.latency_seconds, rate_bytes_per_s=rate)
+        latency = {**paced.as_dict(), "offered_payload_mb_per_s": round(rate / 1e6, 2),
+                   "batch_records": params.latency_batch_records}
+    finally:
+        store.close()
+    return IngestOutcome(sustained, latency, memory, profile)
+
+
+def _sustained(produced: ProduceResult, flush_s: float, before: dict[str, Any], after: dict[str, Any],
+               params: Params) -> dict[str, Any]:
+    total_s = produced.seconds + flush_s
+    out: dict[str, Any] = {
+        **produced.as_dict(),
+        "final_flush_seconds": round(flush_s, 3),
+        "seconds_to_flushed": round(total_s, 3),
+        "payload_mb_per_s": round(mb_per_s(produced.payload_bytes, total_s), 2),
+        "records_per_s": round(produced.records / total_s, 1) if total_s > 0 else 0.0,
+        "acked_payload_mb_per_s": round(produced.mb_per_s, 2),
+        "acked_records_per_s": round(produced.records_per_s, 1),
+        "partitions": params.partitions,
+        "producers": params.producers,
+        "batch_records": params.batch_records,
+        "record_bytes": params.record_bytes,
+    }
+    for key in ("wal_objects_put", "wal_object_bytes_put", "sealed_segments"):
+        if key in before and key in after:
+            out[key] = after[key] - before[key]
+    if out.get("wal_objects_put"):
+        out["mean_wal_object_bytes"] = out["wal_object_bytes_put"] // out["wal_objects_put"]
+    return out

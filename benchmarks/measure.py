@@ -1,0 +1,245 @@
+"""Measuring helpers: elapsed time, latency percentiles, CPU use, peak RSS, and the machine's facts.
+
+Vocabulary: **MB** is 10^6 bytes (bandwidths in MB/s, as disks and networks quote them); **MiB/GiB**
+are 2^20/2^30 bytes (buffer sizes, as the settings quote them). Latencies are reported in
+milliseconds; percentiles use the nearest-rank method on the whole sample (no histogram buckets).
+
+Peak RSS: on Linux the kernel's high-water mark ``VmHWM`` is reset by writing ``5`` to
+``/proc/self/clear_refs``, so a phase's peak is exact; a 20 ms sampler of ``/proc/self/statm`` runs as
+well (and alone where the reset is not allowed). ``resource.getrusage`` gives the process-lifetime peak.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import platform
+import resource
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "CpuMeter",
+    "LatencySummary",
+    "PeakRss",
+    "current_rss_bytes",
+    "machine_info",
+    "mb_per_s",
+    "versions",
+]
+
+_MB = 1_000_000
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+def mb_per_s(nbytes: int | float, seconds: float) -> float:
+    """Bandwidth in MB/s (10^6 bytes per second); 0 for an empty interval."""
+    return nbytes / seconds / _MB if seconds > 0 else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class LatencySummary:
+    """Percentiles of a latency sample, in milliseconds (nearest rank over the whole sample)."""
+
+    count: int
+    p50_ms: float
+    p99_ms: float
+    p999_ms: float
+    max_ms: float
+    mean_ms: float
+
+    @classmethod
+    def of_seconds(cls, samples: list[float]) -> LatencySummary:
+        """Summarize latencies given in seconds; an empty sample gives zeros."""
+        if not samples:
+            return cls(0, 0.0, 0.0, 0.0, 0.0, 0.0)
+        ordered = sorted(samples)
+
+        def rank(q: float) -> float:
+            index = min(len(ordered) - 1, max(0, int(q * len(ordered) + 0.999999) - 1))
+            return ordered[index] * 1000.0
+
+        mean = sum(ordered) / len(ordered) * 1000.0
+        return cls(len(ordered), rank(0.50), rank(0.99), rank(0.999), ordered[-1] * 1000.0, mean)
+
+    def as_dict(self) -> dict[str, float | int]:
+        return {k: (round(v, 4) if isinstance(v, float) else v) for k, v in asdict(self).items()}
+
+
+def _system_cpu_ticks() -> tuple[int, int] | None:
+    """(busy, total) jiffies over all CPUs from /proc/stat, or None off Linux."""
+    try:
+        fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+    except (OSError, IndexError):
+        return None
+    values = [int(v) for v in fields]
+    idle = values[3] + (values[4] if len(values) > 4 else 0)
+    return sum(values) - idle, sum(values)
+
+
+class CpuMeter:
+    """CPU used by this process (all threads) and by the whole machine over an interval, in cores."""
+
+    def __init__(self) -> None:
+        self._t0 = time.perf_counter()
+        self._cpu0 = _process_cpu_s()
+        self._sys0 = _system_cpu_ticks()
+
+    def read(self) -> dict[str, float]:
+        """Average cores busy since construction: this process, and the machine (every process)."""
+        wall = max(time.perf_counter() - self._t0, 1e-9)
+        out = {"wall_s": round(wall, 3), "process_cpu_cores": round((_process_cpu_s() - self._cpu0) / wall, 3)}
+        sys1 = _system_cpu_ticks()
+        if self._sys0 is not None and sys1 is not None and sys1[1] > self._sys0[1]:
+            busy = (sys1[0] - self._sys0[0]) / (sys1[1] - self._sys0[1])
+            out["machine_busy_cores"] = round(busy * (os.cpu_count() or 1), 3)
+        return out
+
+
+def _process_cpu_s() -> float:
+    t = os.times()
+    return t.user + t.system
+
+
+def current_rss_bytes() -> int:
+    """The resident set size of this process now (0 where /proc is missing)."""
+    try:
+        return int(Path("/proc/self/statm").read_text().split()[1]) * _PAGE
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def _vm_hwm_bytes() -> int | None:
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def _reset_hwm() -> bool:
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+    except OSError:
+        return False
+    hwm = _vm_hwm_bytes()
+    return hwm is not None and hwm <= current_rss_bytes() * 1.05 + (1 << 20)
+
+
+class PeakRss:
+    """Peak resident memory over a phase (``with PeakRss() as peak: ...; peak.result()``)."""
+
+    def __init__(self, interval_s: float = 0.02) -> None:
+        self._interval = interval_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="bench-rss", daemon=True)
+        self._sampled = 0
+        self._start = 0
+        self._reset_ok = False
+
+    def __enter__(self) -> PeakRss:
+        self._start = current_rss_bytes()
+        self._reset_ok = _reset_hwm()
+        self._sampled = self._start
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval):
+            self._sampled = max(self._sampled, current_rss_bytes())
+
+    def result(self) -> dict[str, Any]:
+        """Peak RSS (bytes) with how it was measured, the RSS at the start, the lifetime peak."""
+        hwm = _vm_hwm_bytes() if self._reset_ok else None
+        peak = max(self._sampled, hwm or 0)
+        return {
+            "peak_rss_bytes": peak,
+            "method": "VmHWM reset via /proc/self/clear_refs" if hwm is not None else "sampled every 20 ms",
+            "sampled_peak_rss_bytes": self._sampled,
+            "start_rss_bytes": self._start,
+            "process_lifetime_peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+        }
+
+
+def _cpu_model() -> str:
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or "unknown"
+
+
+def _memory_bytes() -> int:
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):
+        return 0
+
+
+def _mount_of(path: str) -> dict[str, str]:
+    """The filesystem holding ``path`` (device, mount point, type) from /proc/mounts."""
+    real = os.path.realpath(path)
+    best = {"device": "unknown", "mount_point": "/", "fs_type": "unknown"}
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/mounts").read_text().splitlines():
+            dev, mnt, fstype = line.split()[:3]
+            inside = real == mnt or real.startswith(mnt.rstrip("/") + "/")
+            if inside and len(mnt) >= len(best["mount_point"]):
+                best = {"device": dev, "mount_point": mnt, "fs_type": fstype}
+    return best
+
+
+def machine_info(wal_dir: str) -> dict[str, Any]:
+    """Cores, memory, CPU model, OS and the WAL directory's filesystem."""
+    affinity = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return {
+        "cores": os.cpu_count(),
+        "cores_usable": affinity,
+        "cpu_model": _cpu_model(),
+        "memory_bytes": _memory_bytes(),
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "python": sys.version.split()[0],
+        "python_implementation": platform.python_implementation(),
+        "wal_dir_filesystem": _mount_of(wal_dir),
+        "load_average_at_start": [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else None,
+    }
+
+
+def _command_output(cmd: list[str]) -> str | None:
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=10, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return (out.stdout.strip() or None) if out.returncode == 0 else None
+
+
+def versions() -> dict[str, Any]:
+    """Versions of s3stream (and its git commit), Python libraries, and the weed binary if present."""
+    import boto3
+    import botocore
+    import pyarrow
+
+    import s3stream
+
+    root = Path(__file__).resolve().parent.parent
+    return {
+        "s3stream": s3stream.__version__,
+        "git_commit": _command_output(["git", "-C", str(root), "rev-parse", "HEAD"]),
+        "python": sys.version.split()[0],
+        "pyarrow": pyarrow.__version__,
+        "boto3": boto3.__version__,
+        "botocore": botocore.__version__,
+        "weed": _command_output(["weed", "version"]),
+    }

@@ -1,0 +1,243 @@
+"""The cleaner service: one selection-and-clean pass, and the background loops of ``s3stream serve``.
+
+A pass (C-SEL1): snapshot every compacted partition from its manifest, rewrite invalid checkpoints
+(C-SEL2b), pick the dirtiest eligible partition (C-SEL3), clean it, then run retention on every
+compacted partition (R2: compacted logs get retention from the cleaner). A partition whose cleaning
+raises an unexpected error is marked uncleanable (C-ERR1): reported, skipped for cleaning and for
+cleaner-driven retention until the process restarts; the others go on. A partition another cleaner
+claimed (a newer cleaner epoch) is left to it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import weakref
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from cleaner.executor import CleanResult, clean_log
+from cleaner.intents import HORIZON_ATTRIBUTE, set_checkpoint
+from cleaner.metrics import CleanerMetrics
+from cleaner.offsetmap import map_capacity
+from cleaner.selection import LogSnapshot, LogToClean, SegmentFacts, choose_filthiest
+from s3stream.config import TopicConfig
+from s3stream.errors import Fenced, S3StreamError, UnknownTopic
+from s3stream.manifest.intents import claim_cleaner
+from s3stream.manifest.model import Epoch, Manifest
+from s3stream.retention_task import retain_partition
+
+if TYPE_CHECKING:
+    from s3stream.log import PartitionLog
+    from s3stream.runtime import Runtime
+    from s3stream.store import Store
+
+__all__ = ["CleanerPassReport", "CleanerService", "run_cleaner_pass"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class CleanerPassReport:
+    """What one pass did."""
+
+    enabled: bool = True
+    cleaned: CleanResult | None = None
+    chosen: LogToClean | None = None
+    candidates: int = 0
+    checkpoints_reset: int = 0
+    retention_segments_deleted: int = 0
+    uncleanable: dict[str, str] = field(default_factory=dict)
+
+
+class _CleanerState:
+    """Per-store cleaner bookkeeping (uncleanable set, epochs, in-progress set, metrics)."""
+
+    def __init__(self, rt: Runtime) -> None:
+        self.lock = threading.Lock()
+        self.uncleanable: dict[str, str] = {}
+        self.in_progress: set[str] = set()
+        self.fenced: set[str] = set()
+        self.epochs: dict[str, Epoch] = {}
+        self.owner = f"cleaner-{rt.ids.token(6)}"
+        self.metrics = CleanerMetrics(rt.metrics.registry)
+
+
+_STATES: weakref.WeakKeyDictionary[Runtime, _CleanerState] = weakref.WeakKeyDictionary()
+_STATES_LOCK = threading.Lock()
+
+
+def _state(rt: Runtime) -> _CleanerState:
+    with _STATES_LOCK:
+        st = _STATES.get(rt)
+        if st is None:
+            st = _CleanerState(rt)
+            _STATES[rt] = st
+        return st
+
+
+def _snapshot(plog: PartitionLog, m: Manifest, cfg: TopicConfig) -> LogSnapshot:
+    horizon = m.attributes.get(HORIZON_ATTRIBUTE)
+    return LogSnapshot(
+        log_id=plog.log_id,
+        segments=tuple(SegmentFacts(s.base_offset, s.end_offset, s.size_bytes, s.largest_timestamp,
+                                    s.first_batch_max_timestamp) for s in m.segments),
+        active_base=m.next_offset,
+        log_start_offset=m.log_start_offset,
+        log_end_offset=plog.log_end_offset if plog.is_writer else m.next_offset,
+        checkpoint=m.cleaner_checkpoint,
+        min_cleanable_dirty_ratio=cfg.min_cleanable_dirty_ratio,
+        min_compaction_lag_ms=cfg.min_compaction_lag_ms,
+        max_compaction_lag_ms=cfg.max_compaction_lag_ms,
+        tombstone_horizon_ms=int(horizon) if horizon is not None else None,
+        tombstone_cleanup_on_idle=cfg.tombstone_cleanup_on_idle,
+    )
+
+
+def _compacted(store: Store) -> list[tuple[PartitionLog, TopicConfig]]:
+    rt = store.runtime
+    out: list[tuple[PartitionLog, TopicConfig]] = []
+    for name in rt.catalog.names():
+        try:
+            doc = rt.catalog.get(name, refresh=True)
+        except UnknownTopic:
+            continue
+        cfg = TopicConfig.from_overrides(doc.config)
+        if cfg.compact:
+            out.extend((store.partition(name, p), cfg) for p in range(doc.partitions))
+    return out
+
+
+def run_cleaner_pass(store: Store) -> CleanerPassReport:
+    """One pass (see the module docstring); a no-op report when ``log.cleaner.enable`` is false."""
+    rt = store.runtime
+    if not rt.settings.log_cleaner_enable:
+        return CleanerPassReport(enabled=False)
+    st = _state(rt)
+    now = rt.clock.now_ms()
+    logs = _compacted(store)
+    by_id = {plog.log_id: (plog, cfg) for plog, cfg in logs}
+    snapshots = [_snapshot(plog, plog.manifest(refresh=True), cfg) for plog, cfg in logs]
+    with st.lock:
+        skip = frozenset(st.uncleanable) | frozenset(st.in_progress) | frozenset(st.fenced)
+    best, plans = choose_filthiest(snapshots, now, skip=skip)
+    report = CleanerPassReport(candidates=len(plans), chosen=best)
+    for plan in plans:
+        if plan.checkpoint_reset and (best is None or plan.log_id != best.log_id):
+            by_id[plan.log_id][0].manifest_store.commit(set_checkpoint(plan.first_dirty))
+            report.checkpoints_reset += 1
+    _update_gauges(st, plans, by_id)
+    if best is not None:
+        report.cleaned = _clean_chosen(store, st, best, *by_id[best.log_id], now)
+    for plog, cfg in logs:
+        if plog.log_id in st.uncleanable:
+            continue
+        try:
+            plan = retain_partition(plog, cfg, now_ms=rt.clock.now_ms())
+        except S3StreamError as exc:
+            _mark_uncleanable(st, plog.log_id, exc)
+            continue
+        if plan is not None:
+            report.retention_segments_deleted += len(plan.deletions)
+    with st.lock:
+        report.uncleanable = dict(st.uncleanable)
+    st.metrics.uncleanable_partitions_count.set(len(report.uncleanable))
+    st.metrics.uncleanable_bytes.set(sum(by_id[i][0].manifest(refresh=False).sealed_bytes
+                                         for i in report.uncleanable if i in by_id))
+    return report
+
+
+def _clean_chosen(store: Store, st: _CleanerState, plan: LogToClean, plog: PartitionLog, cfg: TopicConfig,
+                  now: int) -> CleanResult | None:
+    rt = store.runtime
+    with st.lock:
+        st.in_progress.add(plog.log_id)
+    try:
+        epoch = st.epochs.get(plog.log_id)
+        if epoch is None:
+            m = plog.manifest_store.commit(claim_cleaner(st.owner))
+            assert m.cleaner is not None
+            epoch = st.epochs[plog.log_id] = m.cleaner
+        s = rt.settings
+        capacity = map_capacity(s.log_cleaner_dedupe_buffer_size, s.log_cleaner_threads,
+                                s.log_cleaner_io_buffer_load_factor)
+        result = clean_log(rt, plog, plan, epoch=epoch, capacity=capacity, cfg=cfg, now_ms=now)
+        _record(st, result)
+        return result
+    except Fenced as exc:
+        log.warning("cleaner of %s was fenced by a newer cleaner; leaving the partition to it: %s", plog.log_id, exc)
+        with st.lock:
+            st.fenced.add(plog.log_id)
+        st.metrics.rounds.labels("fenced").inc()
+        return None
+    except Exception as exc:  # noqa: BLE001 - C-ERR1: any unexpected error marks the partition uncleanable
+        _mark_uncleanable(st, plog.log_id, exc)
+        return None
+    finally:
+        with st.lock:
+            st.in_progress.discard(plog.log_id)
+
+
+def _mark_uncleanable(st: _CleanerState, log_id: str, exc: BaseException) -> None:
+    log.error("marking %s uncleanable after an unexpected error: %r", log_id, exc)
+    with st.lock:
+        st.uncleanable[log_id] = repr(exc)
+    st.metrics.rounds.labels("error").inc()
+
+
+def _record(st: _CleanerState, r: CleanResult) -> None:
+    m = st.metrics
+    m.rounds.labels("aborted" if r.aborted else "cleaned").inc()
+    m.max_clean_time_secs.set(r.duration_s)
+    m.round_seconds.observe(r.duration_s)
+    m.max_buffer_utilization_percent.set(100.0 * r.map_utilization)
+    m.recopy_percent.set(100.0 * r.bytes_written / r.bytes_read if r.bytes_read else 0.0)
+    m.bytes_read.inc(r.bytes_read)
+    m.bytes_written.inc(r.bytes_written)
+    m.records_kept.inc(r.records_kept)
+    m.records_removed.inc(r.records_removed)
+
+
+def _update_gauges(st: _CleanerState, plans: list[LogToClean],
+                   by_id: dict[str, tuple[PartitionLog, TopicConfig]]) -> None:
+    m = st.metrics
+    m.max_dirty_percent.set(100.0 * max((p.cleanable_ratio for p in plans), default=0.0))
+    m.max_compaction_delay_secs.set(max((p.max_compaction_delay_ms for p in plans), default=0) / 1000.0)
+    m.logs_compacted_by_max_lag.set(sum(1 for p in plans if p.need_compaction_now and p.cleanable_bytes > 0))
+
+
+class CleanerService:
+    """``log.cleaner.threads`` loops, each: a pass, then ``log.cleaner.backoff.ms`` sleep if idle."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+
+    def start(self) -> None:
+        s = self._store.settings
+        if not s.log_cleaner_enable:
+            return
+        for i in range(s.log_cleaner_threads):
+            t = threading.Thread(target=self._loop, name=f"s3stream-cleaner-{i}", daemon=True)
+            t.start()
+            self._threads.append(t)
+
+    def _loop(self) -> None:
+        backoff_s = self._store.settings.log_cleaner_backoff_ms / 1000.0
+        clock = self._store.clock
+        while not self._stop.is_set():
+            try:
+                report = run_cleaner_pass(self._store)
+                idle = report.cleaned is None
+            except Exception as exc:  # noqa: BLE001 - the loop must survive; the error is logged
+                log.error("cleaner pass failed: %r", exc)
+                idle = True
+            if idle:
+                clock.wait(self._stop, backoff_s)
+
+    def stop(self, timeout_s: float = 60.0) -> None:
+        """Stop after the current round (a round in progress finishes or aborts cleanly)."""
+        self._stop.set()
+        for t in self._threads:
+            t.join(timeout_s)

@@ -1,0 +1,46 @@
+"""The ``s3stream`` command (entry point ``s3stream.cli:main``), built with typer and rich.
+
+Commands, one module each (names follow Kafka's tools where Kafka has one)::
+
+    s3stream topic create|list|describe|alter|delete     topics.py     (kafka-topics, kafka-configs)
+    s3stream produce TOPIC < input                       produce.py    (kafka-console-producer)
+    s3stream consume TOPIC > output.jsonl                consume.py    (kafka-console-consumer)
+    s3stream dump KEY                                    dump.py       (kafka-dump-log)
+    s3stream manifest show TOPIC PARTITION               manifests.py
+    s3stream serve                                       runners.py -> s3stream.serve
+    s3stream quickstart                                  runners.py -> s3stream.quickstart
+
+Every command takes ``--url`` (default: the embedded store under the user data directory) and
+repeatable ``--option KEY=VALUE`` store settings (:mod:`s3stream.cli.common`). Errors raised by the
+store print one red line and exit 1; usage errors exit 2 (click). See ``docs/cli.md``.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from s3stream.cli import manifests, topics
+from s3stream.cli.common import ErrorHandlingGroup
+from s3stream.cli.consume import consume
+from s3stream.cli.dump import dump
+from s3stream.cli.produce import produce
+from s3stream.cli.runners import quickstart, serve
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(
+    name="s3stream", cls=ErrorHandlingGroup, no_args_is_help=True, add_completion=False,
+    pretty_exceptions_enable=False,
+    help="s3stream: Kafka-style partitions whose data lives in S3-compatible object storage.")
+app.add_typer(topics.app, name="topic")
+app.command("produce")(produce)
+app.command("consume")(consume)
+app.command("dump")(dump)
+app.add_typer(manifests.app, name="manifest")
+app.command("serve")(serve)
+app.command("quickstart")(quickstart)
+
+
+def main() -> None:
+    """Run the ``s3stream`` command line (console-script entry point)."""
+    app()

@@ -1,0 +1,186 @@
+"""The contract against the local-directory backend, plus what only a file tree can get wrong:
+symlink escapes, reserved directories, directory pruning, and put-if-absent raced across processes."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from s3stream.clock import ManualClock
+from s3stream.errors import InvalidRequest, ObjectNotFound, PreconditionFailed
+from s3stream.objectstore.local import LocalObjectStore
+from s3stream.objectstore.prefixed import PrefixedObjectStore
+from s3stream.objectstore.protocol import ObjectStore
+from s3stream.testing.contract import ObjectStoreContract
+
+
+class TestLocalContract(ObjectStoreContract):
+    @pytest.fixture
+    def store(self, tmp_path: Path) -> Iterator[ObjectStore]:
+        yield LocalObjectStore(tmp_path / "root")
+
+
+class TestPrefixedLocalContract(ObjectStoreContract):
+    pagination_keys = 300
+
+    @pytest.fixture
+    def store(self, tmp_path: Path) -> Iterator[ObjectStore]:
+        yield PrefixedObjectStore(LocalObjectStore(tmp_path / "root"), "pre/fix")
+
+
+# -- path escapes ---------------------------------------------------------------------------------
+
+
+def test_symlinked_directory_escaping_root_is_refused(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret").write_bytes(b"outside data")
+    store = LocalObjectStore(tmp_path / "root")
+    os.symlink(outside, tmp_path / "root" / "evil")
+    with pytest.raises(InvalidRequest, match="outside the store root"):
+        store.get("evil/secret")
+    with pytest.raises(InvalidRequest):
+        store.put("evil/new", b"x")
+    with pytest.raises(InvalidRequest):
+        store.put("evil/deeper/new", b"x")
+    with pytest.raises(InvalidRequest):
+        store.delete("evil/secret")
+    with pytest.raises(InvalidRequest):
+        list(store.list("evil/"))
+    assert sorted(p.name for p in outside.iterdir()) == ["secret"]
+    assert (outside / "secret").read_bytes() == b"outside data"
+    assert [e.key for e in store.list("")] == []  # listings never follow symlinks
+
+
+def test_symlinked_file_escaping_root_is_refused(tmp_path: Path) -> None:
+    target = tmp_path / "passwd"
+    target.write_bytes(b"root:x:0:0")
+    store = LocalObjectStore(tmp_path / "root")
+    os.symlink(target, tmp_path / "root" / "link")
+    with pytest.raises(InvalidRequest):
+        store.get("link")
+    with pytest.raises(InvalidRequest):
+        store.head("link")
+    with pytest.raises(InvalidRequest):
+        store.put("link", b"overwrite", if_match='"x"')
+    assert target.read_bytes() == b"root:x:0:0"
+
+
+def test_reserved_directories_are_not_keys(tmp_path: Path) -> None:
+    store = LocalObjectStore(tmp_path)
+    for key in (".tmp/x", ".locks/y"):
+        with pytest.raises(InvalidRequest):
+            store.put(key, b"x")
+    store.put("gc/boundary", b"1")
+    store.put("gc/boundary", b"2", if_match=store.head("gc/boundary").etag)  # creates a lock file
+    assert [e.key for e in store.list("")] == ["gc/boundary"]
+    assert list(store.list(".locks/")) == []
+    assert os.listdir(tmp_path / ".tmp") == []  # no temp file left behind
+
+
+def test_stray_files_no_key_can_name_are_skipped(tmp_path: Path) -> None:
+    store = LocalObjectStore(tmp_path)
+    store.put("d/ok", b"1")
+    (tmp_path / "d" / "back\\slash").write_bytes(b"stray")
+    assert [e.key for e in store.list("d/")] == ["d/ok"]
+
+
+# -- file-tree behaviour --------------------------------------------------------------------------
+
+
+def test_delete_prunes_empty_directories_but_never_the_root(tmp_path: Path) -> None:
+    store = LocalObjectStore(tmp_path)
+    store.put("a/b/c/one", b"1")
+    store.put("a/two", b"2")
+    store.delete("a/b/c/one")
+    assert not (tmp_path / "a" / "b").exists()
+    assert (tmp_path / "a" / "two").exists()
+    store.delete("a/two")
+    assert not (tmp_path / "a").exists()
+    assert tmp_path.is_dir()
+
+
+def test_object_and_directory_of_the_same_name_conflict(tmp_path: Path) -> None:
+    store = LocalObjectStore(tmp_path)
+    store.put("x", b"file")
+    with pytest.raises(InvalidRequest):
+        store.put("x/y", b"under a file")
+    store.put("d/e", b"1")
+    with pytest.raises(ObjectNotFound):
+        store.get("d")  # a directory is not an object
+    with pytest.raises(ObjectNotFound):
+        store.head("d")
+
+
+def test_mtime_comes_from_the_injected_clock(tmp_path: Path) -> None:
+    clock = ManualClock(1_700_000_000_123)
+    store = LocalObjectStore(tmp_path, clock=clock)
+    meta = store.put("k", b"v")
+    assert meta.last_modified_ms == 1_700_000_000_123
+    assert store.head("k").last_modified_ms == 1_700_000_000_123
+    clock.advance(5_000)
+    store.put("k2", b"v")
+    assert [e.last_modified_ms for e in store.list("")] == [1_700_000_000_123, 1_700_000_005_123]
+
+
+def test_etag_seen_by_head_tracks_writes_by_other_store_instances(tmp_path: Path) -> None:
+    clock = ManualClock(0)  # same mtime for every version: the ETag must still follow the content
+    a, b = LocalObjectStore(tmp_path, clock=clock), LocalObjectStore(tmp_path, clock=clock)
+    first = a.put("k", b"aaaa")
+    assert a.head("k").etag == first.etag
+    second = b.put("k", b"bbbb")
+    assert a.head("k").etag == second.etag
+    with pytest.raises(PreconditionFailed):
+        a.put("k", b"cccc", if_match=first.etag)
+
+
+def test_a_reopened_store_sees_the_same_objects(tmp_path: Path) -> None:
+    LocalObjectStore(tmp_path).put("m/00000000000000000001.json", b"{}", if_none_match=True)
+    again = LocalObjectStore(tmp_path)
+    assert again.get("m/00000000000000000001.json") == b"{}"
+    with pytest.raises(PreconditionFailed):
+        again.put("m/00000000000000000001.json", b"{}", if_none_match=True)
+
+
+# -- put-if-absent across processes ---------------------------------------------------------------
+
+
+def _race_worker(root: str, key: str, ident: int, start: multiprocessing.synchronize.Event,
+                 results: multiprocessing.queues.Queue[tuple[int, str]]) -> None:
+    store = LocalObjectStore(root)
+    start.wait(30)
+    try:
+        store.put(key, f"process-{ident}".encode(), if_none_match=True)
+    except PreconditionFailed:
+        results.put((ident, "lost"))
+    else:
+        results.put((ident, "won"))
+
+
+def test_processes_racing_put_if_absent_have_one_winner(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    # spawn (not fork: this process has threads) re-imports this module by name in each child, so
+    # the directory holding the ``contract`` test package must be on the children's sys.path.
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1]))
+    ctx = multiprocessing.get_context("spawn")
+    n, rounds = 4, 3
+    start, results = ctx.Event(), ctx.Queue()
+    keys = [f"race/{r:020d}.json" for r in range(rounds)]
+    procs = [ctx.Process(target=_race_worker, args=(str(tmp_path), key, r * n + i, start, results))
+             for r, key in enumerate(keys) for i in range(n)]
+    for p in procs:
+        p.start()
+    start.set()
+    outcomes = [results.get(timeout=60) for _ in procs]
+    for p in procs:
+        p.join(30)
+        assert p.exitcode == 0
+    store = LocalObjectStore(tmp_path)
+    for r, key in enumerate(keys):
+        winners = [ident for ident, o in outcomes if o == "won" and ident // n == r]
+        assert len(winners) == 1, f"round {r}: {len(winners)} winners"
+        assert store.get(key) == f"process-{winners[0]}".encode()

@@ -1,2 +1,0 @@
-import sys
-print("PATH", sys.path[:4], __name__)
