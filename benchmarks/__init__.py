@@ -16,7 +16,11 @@ Modules, one job each:
 * :mod:`~benchmarks.costs`: S3 PUTs per GiB and sequential reads from sealed segments;
 * :mod:`~benchmarks.profiler`: a whole-process stack sampler (every thread) for finding bottlenecks;
 * :mod:`~benchmarks.report`: figures, targets, pass/fail, JSON + markdown + rich table;
-* :mod:`~benchmarks.engine`: the run, phase by phase, behind a progress bar.
+* :mod:`~benchmarks.params`: the run's parameters (full and ``--quick`` defaults);
+* :mod:`~benchmarks.progress`: the progress bar;
+* :mod:`~benchmarks.engine`: the run, phase by phase; ``__main__``: the command line.
+
+Other benchmarks may live beside these modules with their own entry points.
 
 Benchmarks measure elapsed time with ``time.perf_counter`` (a measurement, not semantics: the
 store itself still gets its clock injected); pyproject exempts ``benchmarks/`` from the clock ban.

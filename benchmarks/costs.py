@@ -1,19 +1,21 @@
 """S3 PUTs per GiB ingested (1 partition and many), and sequential reads from sealed segments.
 
 PUT cost: a fresh store whose ObjectStore is wrapped in a
-:class:`~s3stream.testing.recording.RecordingObjectStore`; the recorder is reset after the topic is
-created, then ``cost_bytes`` of records are appended (evenly over the partitions) and the store is
-flushed. Every PUT is classified by key (:mod:`s3stream.layout`):
+:class:`~s3stream.testing.recording.RecordingObjectStore`. First the one-time costs, counted apart:
+one 1-record append per partition and a flush (the node's namespace *fence*, one writer-epoch
+manifest *claim* per partition, one small WAL object). Then the steady state: the recorder is reset,
+``cost_bytes`` of records are appended (evenly over the partitions) and the store is flushed. Every
+PUT is classified by key (:mod:`s3stream.layout`):
 
-* ``wal/{node}/{seq}.wal``: WAL objects; the node's first one is its namespace *fence* (a tiny
-  object written once when the process starts writing), counted apart;
+* ``wal/{node}/{seq}.wal``: WAL objects (and, once per process start, the fence);
 * ``logs/.../segments/...``: sealed segment objects;
-* ``logs/.../manifest/...``: manifest versions: one per seal, plus one writer-epoch *claim* per
-  partition on its first append (one-time);
+* ``logs/.../manifest/...``: manifest versions (one per seal in the steady state);
 * anything else (topic documents, probe scratch keys).
 
-Data PUTs = WAL objects (without the fence) + segments, per GiB of record bytes (the unit of
+Data PUTs = WAL objects + segments of the steady state, per GiB of record bytes (the unit of
 ``flush.bytes``), against the bound ``1.1 * (1 GiB / flush.bytes) + sealed segments per GiB``.
+If producers cannot fill ``flush.bytes`` within ``flush.interval.ms``, WAL objects are flushed by
+time and are smaller: the ingest rate of the run is reported beside the counts for that reason.
 
 Sequential read: the 1-partition log, rolled so every record is in a sealed segment, is read back by a
 *fresh* store (cold caches, its own empty WAL directory) with ``PartitionLog.read_arrow`` in a loop
@@ -32,6 +34,7 @@ import pyarrow.compute as pc
 
 from benchmarks.measure import CpuMeter, mb_per_s
 from benchmarks.params import GiB, Params
+from benchmarks.profiler import maybe_sample
 from benchmarks.progress import PhaseProgress
 from benchmarks.targets import Target
 from benchmarks.workload import Producers, make_batches
@@ -52,14 +55,18 @@ class PutCost:
     details: dict[str, Any]
 
 
-def classify_puts(log: list[tuple[str, str, int]]) -> dict[str, int]:
-    """Count PUTs by object kind (see the module docstring); the first WAL-key PUT is the fence."""
+def classify_puts(log: list[tuple[str, str, int]], *, node_opened: bool = False) -> dict[str, int]:
+    """Count PUTs by object kind (see the module docstring).
+
+    ``node_opened``: the log starts before the node opened, so its first WAL-key PUT is the fence.
+    """
     counts = {"wal_object": 0, "fence": 0, "segment": 0, "manifest": 0, "other": 0}
     for op, key, _size in log:
         if op != "PUT":
             continue
         if key.startswith("wal/") and key.endswith(".wal"):
-            counts["fence" if counts["fence"] == 0 and counts["wal_object"] == 0 else "wal_object"] += 1
+            first = node_opened and counts["fence"] == 0 and counts["wal_object"] == 0
+            counts["fence" if first else "wal_object"] += 1
         elif "/segments/" in key:
             counts["segment"] += 1
         elif "/manifest/" in key:
@@ -82,12 +89,18 @@ def measure_put_cost(target: Target, params: Params, partitions: int, progress: 
         logs = [store.partition(_TOPIC, p) for p in range(partitions)]
         per_partition = max(1, params.cost_bytes // params.record_bytes // partitions)
         batch_records = max(1, min(params.batch_records, per_partition // 4))
-        batches = make_batches(8, batch_records, params.record_bytes, seed=params.seed + 2)
+        batches = make_batches(batch_records, params.record_bytes, seed=params.seed + 2,
+                               pool_bytes=params.record_pool_bytes)
         producers = Producers(logs, batches, producers=params.producers)
         appends = math.ceil(params.cost_bytes / producers.batch_payload_bytes)
-        recorder.reset()
         with progress.phase(f"PUT cost: {partitions} partition(s)", total=appends * producers.batch_payload_bytes,
                             completed=lambda: producers.appended_bytes):
+            recorder.reset()
+            for plog in logs:  # one-time costs: the node's fence, one writer claim per partition
+                plog.append(batches[0][:1])
+            store.flush()
+            one_time = classify_puts(recorder.log, node_opened=True)
+            recorder.reset()
             produced = producers.run(max_appends=appends)
             store.flush()
         counts = classify_puts(recorder.log)
@@ -110,10 +123,13 @@ def measure_put_cost(target: Target, params: Params, partitions: int, progress: 
         "wal_object_puts_per_gib": round(counts["wal_object"] / gib, 2),
         "segment_puts_per_gib": round(counts["segment"] / gib, 2),
         "manifest_puts_per_gib": round(counts["manifest"] / gib, 2),
-        "one_time_manifest_claims_expected": partitions,
-        "manifest_puts_beyond_seals_and_claims": counts["manifest"] - counts["segment"] - partitions,
+        "manifest_puts_beyond_seals": counts["manifest"] - counts["segment"],
+        "one_time_puts": one_time,
         "bound_per_gib": round(bound, 2),
         "ingest_seconds": round(produced.seconds, 3),
+        "ingest_payload_mb_per_s": round(produced.mb_per_s, 2),
+        "size_triggered_flush_needs_mb_per_s": round(settings.flush_bytes / (settings.flush_interval_ms / 1000) / 1e6,
+                                                     2),
     }
     return PutCost(name, partitions, details)
 
@@ -126,8 +142,9 @@ def _payload_bytes(table: pa.Table) -> int:
     return total
 
 
-def sequential_read(target: Target, params: Params, store_name: str, progress: PhaseProgress) -> dict[str, Any]:
-    """Read partition 0 of ``store_name`` start to end through a fresh store; MB/s of payload."""
+def sequential_read(target: Target, params: Params, store_name: str,
+                    progress: PhaseProgress) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """Read partition 0 of ``store_name`` start to end through a fresh store: (measurements, profile)."""
     url, inner = target.store(store_name)
     recorder = RecordingObjectStore(inner, log_size=1000)
     store = open_store(url, object_store=recorder, wal_dir=target.wal_dir(store_name + "-reader"),
@@ -140,7 +157,7 @@ def sequential_read(target: Target, params: Params, store_name: str, progress: P
         recorder.reset()
         position = [start]
         with progress.phase("sequential read (cold store)", total=max(end - start, 1),
-                            completed=lambda: position[0] - start):
+                            completed=lambda: position[0] - start), maybe_sample(params.profile) as sampler:
             cpu = CpuMeter()
             t0 = time.perf_counter()
             rows, payload, calls = _read_all(plog, start, end, params.read_max_bytes, position)
@@ -156,7 +173,8 @@ def sequential_read(target: Target, params: Params, store_name: str, progress: P
         "read_calls": calls, "read_max_bytes": params.read_max_bytes, "requests": recorder.counts(),
         "sealed_segments": sum(1 for s in segments if s.sealed), "unsealed_records": sum(
             s.record_count for s in unsealed), "log_start_offset": start, "log_end_offset": end, "cpu": cpu_used,
-    }
+        "read_amplification": round(recorder.bytes_read / payload, 3) if payload else None,
+    }, (sampler.result() if sampler is not None else None)
 
 
 def _read_all(plog: Any, start: int, end: int, max_bytes: int, position: list[int]) -> tuple[int, int, int]:

@@ -16,15 +16,13 @@ Memory: peak RSS of the process over the sustained-ingest phase (producers and f
 
 from __future__ import annotations
 
-import contextlib
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from benchmarks.measure import PeakRss, current_rss_bytes, mb_per_s
 from benchmarks.params import Params
-from benchmarks.profiler import StackSampler
+from benchmarks.profiler import maybe_sample
 from benchmarks.progress import PhaseProgress
 from benchmarks.targets import Target
 from benchmarks.workload import ProduceResult, Producers, make_batches
@@ -40,7 +38,7 @@ class IngestOutcome:
     sustained: dict[str, Any]
     latency: dict[str, Any]
     memory: dict[str, Any]
-    profile: dict[str, Any] | None
+    profiles: dict[str, Any]
 
 
 def engine_counters(store: Store) -> dict[str, Any]:
@@ -66,50 +64,44 @@ def _warm_up(store: Store, topic: str, partitions: int, batch: list[Any]) -> lis
     return logs
 
 
-@contextlib.contextmanager
-def _maybe_profile(enabled: bool) -> Iterator[StackSampler | None]:
-    if not enabled:
-        yield None
-        return
-    with StackSampler() as sampler:
-        yield sampler
-
-
 def run_ingest(target: Target, params: Params, progress: PhaseProgress) -> IngestOutcome:
     """Run the sustained-ingest and half-load latency phases on one store of ``target``."""
-    settings = params.settings()
+    pool = params.record_pool_bytes
+    batches = make_batches(params.batch_records, params.record_bytes, seed=params.seed, pool_bytes=pool)
+    small = make_batches(params.latency_batch_records, params.record_bytes, seed=params.seed + 1, pool_bytes=pool)
     baseline_rss = current_rss_bytes()
     url, objstore = target.store("ingest")
     store = open_store(url, object_store=objstore, wal_dir=target.wal_dir("ingest"), **params.open_options())
     try:
         topic_config = {"segment.bytes": params.segment_bytes}
         store.create_topic("ingest", partitions=params.partitions, config=topic_config)
-        batches = make_batches(8, params.batch_records, params.record_bytes, seed=params.seed)
         logs = _warm_up(store, "ingest", params.partitions, batches[0])
         producers = Producers(logs, batches, producers=params.producers)
         before = engine_counters(store)
         with progress.phase(f"ingest: {params.partitions} partitions, {params.duration_s:g} s",
                             seconds=params.duration_s), PeakRss() as peak, \
-                _maybe_profile(params.profile) as sampler:
+                maybe_sample(params.profile) as sampler:
             produced = producers.run(seconds=params.duration_s)
             t0 = time.perf_counter()
             store.flush()
             flush_s = time.perf_counter() - t0
         sustained = _sustained(produced, flush_s, before, engine_counters(store), params)
         memory = {**peak.result(), "baseline_rss_bytes": baseline_rss}
-        profile = sampler.result() if sampler is not None else None
+        profiles = {"sustained_ingest": sampler.result()} if sampler is not None else {}
         rate = 0.5 * sustained["payload_mb_per_s"] * 1e6
         store.create_topic("latency", partitions=params.partitions, config=topic_config)
-        small = make_batches(8, params.latency_batch_records, params.record_bytes, seed=params.seed + 1)
         lat_logs = _warm_up(store, "latency", params.partitions, small[0])
-        with progress.phase(f"ack latency at half load ({rate / 1e6:.1f} MB/s)", seconds=params.latency_seconds):
+        with progress.phase(f"ack latency at half load ({rate / 1e6:.1f} MB/s)", seconds=params.latency_seconds), \
+                maybe_sample(params.profile) as sampler:
             paced = Producers(lat_logs, small, producers=params.producers).run(
                 seconds=params.latency_seconds, rate_bytes_per_s=rate)
+        if sampler is not None:
+            profiles["latency_at_half_load"] = sampler.result()
         latency = {**paced.as_dict(), "offered_payload_mb_per_s": round(rate / 1e6, 2),
                    "batch_records": params.latency_batch_records}
     finally:
         store.close()
-    return IngestOutcome(sustained, latency, memory, profile)
+    return IngestOutcome(sustained, latency, memory, profiles)
 
 
 def _sustained(produced: ProduceResult, flush_s: float, before: dict[str, Any], after: dict[str, Any],
@@ -126,7 +118,7 @@ def _sustained(produced: ProduceResult, flush_s: float, before: dict[str, Any], 
         "partitions": params.partitions,
         "producers": params.producers,
         "batch_records": params.batch_records,
-        "record_bytes": params.record_bytes,
+        "record_value_bytes": params.record_bytes,
     }
     for key in ("wal_objects_put", "wal_object_bytes_put", "sealed_segments"):
         if key in before and key in after:

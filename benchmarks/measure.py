@@ -6,7 +6,9 @@ milliseconds; percentiles use the nearest-rank method on the whole sample (no hi
 
 Peak RSS: on Linux the kernel's high-water mark ``VmHWM`` is reset by writing ``5`` to
 ``/proc/self/clear_refs``, so a phase's peak is exact; a 20 ms sampler of ``/proc/self/statm`` runs as
-well (and alone where the reset is not allowed). ``resource.getrusage`` gives the process-lifetime peak.
+well (and alone where the reset is not allowed), and also samples the bytes Arrow's memory pool holds
+(the rest of the RSS is the Python heap, ``bytes`` objects, libraries and allocator slack).
+``resource.getrusage`` gives the process-lifetime peak.
 """
 
 from __future__ import annotations
@@ -98,6 +100,7 @@ class CpuMeter:
         if self._sys0 is not None and sys1 is not None and sys1[1] > self._sys0[1]:
             busy = (sys1[0] - self._sys0[0]) / (sys1[1] - self._sys0[1])
             out["machine_busy_cores"] = round(busy * (os.cpu_count() or 1), 3)
+            out["other_processes_cores"] = round(max(0.0, out["machine_busy_cores"] - out["process_cpu_cores"]), 3)
         return out
 
 
@@ -143,11 +146,14 @@ class PeakRss:
         self._sampled = 0
         self._start = 0
         self._reset_ok = False
+        self._arrow_start = 0
+        self._arrow = 0
 
     def __enter__(self) -> PeakRss:
         self._start = current_rss_bytes()
         self._reset_ok = _reset_hwm()
         self._sampled = self._start
+        self._arrow_start = self._arrow = _arrow_allocated_bytes()
         self._thread.start()
         return self
 
@@ -158,6 +164,7 @@ class PeakRss:
     def _run(self) -> None:
         while not self._stop.wait(self._interval):
             self._sampled = max(self._sampled, current_rss_bytes())
+            self._arrow = max(self._arrow, _arrow_allocated_bytes())
 
     def result(self) -> dict[str, Any]:
         """Peak RSS (bytes) with how it was measured, the RSS at the start, the lifetime peak."""
@@ -169,7 +176,22 @@ class PeakRss:
             "sampled_peak_rss_bytes": self._sampled,
             "start_rss_bytes": self._start,
             "process_lifetime_peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+            "arrow_allocated_start_bytes": self._arrow_start,
+            "arrow_allocated_sampled_peak_bytes": self._arrow,
+            "arrow_memory_pool": _arrow_pool_name(),
         }
+
+
+def _arrow_allocated_bytes() -> int:
+    import pyarrow
+
+    return int(pyarrow.total_allocated_bytes())
+
+
+def _arrow_pool_name() -> str:
+    import pyarrow
+
+    return str(pyarrow.default_memory_pool().backend_name)
 
 
 def _cpu_model() -> str:

@@ -40,6 +40,7 @@ class Params:
     cost_bytes: int = GiB
     many_partitions: int = 1000
     read_max_bytes: int = 8 * MiB
+    record_pool_bytes: int = 32 * MiB
     # raw limits
     raw_seconds: float = 5.0
     fsync_seconds: float = 3.0
@@ -68,7 +69,7 @@ class Params:
         return out
 
 
-_QUICK = {
+_QUICK: dict[str, Any] = {
     "duration_s": 5.0, "latency_seconds": 3.0, "segment_bytes": 8 * MiB, "cost_bytes": 128 * MiB,
     "raw_seconds": 1.5, "fsync_seconds": 1.0,
 }

@@ -1,12 +1,14 @@
 """A whole-process stack sampler: where every thread's time goes (py-spy is not available here).
 
 Every ``interval_s`` the sampler takes ``sys._current_frames()`` and charges one sample to each other
-thread's stack: **self** to the innermost Python function, **inclusive** to every distinct function on
-the stack. Threads are grouped by role from their names (``bench-producer-3`` -> ``bench-producer``,
-``s3stream-flush-n-...`` -> ``s3stream-flush``), so a report reads "the producers spend 40% of their
-samples in ``log.py:_validate``". A thread blocked in C (``os.fdatasync``, a socket read, a lock wait)
-shows its innermost *Python* frame, so samples are wall-clock time, not CPU time: read them together
-with the CPU meter (cores used) of the same phase.
+thread's stack: **self** to the innermost Python function (a standard-library frame, such as a lock
+wait, is named with its first caller outside the standard library: ``threading.py:wait <-
+uploader.py:wait_for_room``), **inclusive** to every distinct function on the stack (standard-library
+and harness frames left out). Threads are grouped by role from their names (``bench-producer-3`` ->
+``bench-producer``, ``s3stream-flush-n-...`` -> ``s3stream-flush``), so a report reads "the producers
+spend 40% of their samples in ``log.py:_validate``". A thread blocked in C (``os.fdatasync``, a socket
+read, a lock wait) shows its innermost *Python* frame, so samples are wall-clock time, not CPU time:
+read them together with the CPU meter (cores used) of the same phase.
 
 The sampler needs the GIL to take a sample, so it sees a CPU-bound thread at the interpreter's switch
 points (every ``sys.getswitchinterval()``, 5 ms by default): an unbiased but coarse view, plenty for
@@ -15,21 +17,27 @@ finding which functions dominate.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import sys
+import sysconfig
 import threading
 from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
 from types import FrameType
 from typing import Any
 
-__all__ = ["StackSampler"]
+__all__ = ["StackSampler", "maybe_sample"]
 
+_STDLIB = sysconfig.get_paths()["stdlib"]
+_HARNESS = str(Path(__file__).resolve().parent)
 _ROLE_RE = re.compile(r"[-_]?(\d+|n-[0-9a-z]+|[0-9a-f]{8,})$")
 
 
 def _role(name: str) -> str:
-    """The role of a thread from its name: trailing numbers and node ids are dropped."""
-    role = name
+    """The role of a thread from its name: the first word, without trailing numbers and node ids."""
+    role = name.split()[0] if name.strip() else "unnamed"
     while True:
         stripped = _ROLE_RE.sub("", role)
         if stripped == role or not stripped:
@@ -42,6 +50,21 @@ def _where(frame: FrameType) -> str:
     parts = code.co_filename.replace("\\", "/").split("/")
     short = "/".join(parts[-2:]) if len(parts) > 1 else parts[0]
     return f"{short}:{code.co_name}"
+
+
+def _is_stdlib(frame: FrameType) -> bool:
+    name = frame.f_code.co_filename
+    return (name.startswith(_STDLIB) and "site-packages" not in name) or name.startswith("<frozen")
+
+
+def _where_self(frame: FrameType) -> str:
+    """The innermost frame; a standard-library frame (a lock wait) is named with its first non-stdlib caller."""
+    if not _is_stdlib(frame):
+        return _where(frame)
+    caller: FrameType | None = frame.f_back
+    while caller is not None and _is_stdlib(caller):
+        caller = caller.f_back
+    return _where(frame) if caller is None else f"{_where(frame)} <- {_where(caller)}"
 
 
 class StackSampler:
@@ -69,7 +92,7 @@ class StackSampler:
         me = threading.get_ident()
         while not self._stop.wait(self._interval):
             names = {t.ident: t.name for t in threading.enumerate()}
-            frames = sys._current_frames()  # noqa: SLF001 - the documented way to sample other threads
+            frames = sys._current_frames()  # the documented way to sample other threads
             self._ticks += 1
             for ident, frame in frames.items():
                 if ident == me:
@@ -78,11 +101,12 @@ class StackSampler:
 
     def _charge(self, role: str, frame: FrameType) -> None:
         self._samples[role] += 1
-        self._self.setdefault(role, Counter())[_where(frame)] += 1
+        self._self.setdefault(role, Counter())[_where_self(frame)] += 1
         seen: set[str] = set()
         f: FrameType | None = frame
         while f is not None:
-            seen.add(_where(f))
+            if not _is_stdlib(f) and not f.f_code.co_filename.startswith(_HARNESS):
+                seen.add(_where(f))
             f = f.f_back
         self._inclusive.setdefault(role, Counter()).update(seen)
 
@@ -97,3 +121,13 @@ class StackSampler:
                                   for fn, c in self._inclusive[role].most_common(self._top)],
             }
         return {"interval_ms": self._interval * 1000, "ticks": self._ticks, "threads_by_role": roles}
+
+
+@contextlib.contextmanager
+def maybe_sample(enabled: bool) -> Iterator[StackSampler | None]:
+    """A running :class:`StackSampler` when ``enabled``, else None."""
+    if not enabled:
+        yield None
+        return
+    with StackSampler() as sampler:
+        yield sampler

@@ -37,6 +37,7 @@ from s3stream.testing.latency import LATENCY_PROFILES, LatencyObjectStore
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
+    from mypy_boto3_s3.type_defs import ObjectIdentifierTypeDef
 
 __all__ = ["RawObjects", "Target", "open_target", "target_slug"]
 
@@ -253,6 +254,6 @@ def _delete_prefix(client: S3Client, bucket: str, prefix: str) -> None:
     """Delete every object under ``prefix`` (this run's unique prefix only)."""
     paginator = client.get_paginator("list_objects_v2")
     for page in paginator.paginate(Bucket=bucket, Prefix=prefix):
-        keys = [{"Key": obj["Key"]} for obj in page.get("Contents", [])]
+        keys: list[ObjectIdentifierTypeDef] = [{"Key": obj["Key"]} for obj in page.get("Contents", [])]
         if keys:
             client.delete_objects(Bucket=bucket, Delete={"Objects": keys, "Quiet": True})

@@ -34,11 +34,28 @@ def random_bytes(nbytes: int, *, seed: int) -> bytes:
     return random.Random(seed).randbytes(nbytes)
 
 
-def make_batches(count: int, batch_records: int, record_bytes: int, *, seed: int) -> list[list[Record]]:
-    """``count`` distinct batches of ``batch_records`` keyless records with ``record_bytes``-byte values."""
-    pool = random_bytes((batch_records + count) * record_bytes, seed=seed)
-    values = [pool[i * record_bytes:(i + 1) * record_bytes] for i in range(batch_records + count)]
-    return [[Record(key=None, value=values[b + r]) for r in range(batch_records)] for b in range(count)]
+def _prime_at_least(n: int) -> int:
+    def prime(k: int) -> bool:
+        return k >= 2 and all(k % d for d in range(2, int(k**0.5) + 1))
+
+    while not prime(n):
+        n += 1
+    return n
+
+
+def make_batches(batch_records: int, record_bytes: int, *, seed: int, pool_bytes: int = 32 << 20) -> list[list[Record]]:
+    """A pool of ~``pool_bytes`` of keyless records with unique random ``record_bytes``-byte values.
+
+    The pool holds a prime number of batches, so appends cycling through it (``ticket % len``) give
+    every partition every batch whatever the partition count (unless it is a multiple of that prime):
+    data repeats only every ``pool_bytes``, far beyond any compression window or Parquet page, so
+    neither WAL objects nor segments compress better than real data would.
+    """
+    count = _prime_at_least(max(7, pool_bytes // max(1, batch_records * record_bytes)))
+    pool = random_bytes(count * batch_records * record_bytes, seed=seed)
+    values = [pool[i * record_bytes:(i + 1) * record_bytes] for i in range(count * batch_records)]
+    return [[Record(key=None, value=values[b * batch_records + r]) for r in range(batch_records)]
+            for b in range(count)]
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from cleaner.grouping import group_segments
 from cleaner.intents import HORIZON_ATTRIBUTE, set_attribute
@@ -25,7 +26,7 @@ from cleaner.keep import KeepStats, retain
 from cleaner.offsetmap import OffsetMap, OffsetMapBuilder
 from cleaner.selection import LogToClean
 from s3stream.config import TopicConfig
-from s3stream.errors import CommitConflict
+from s3stream.errors import CommitConflict, Fenced, S3StreamError
 from s3stream.manifest.intents import compose, replace_segments
 from s3stream.manifest.model import Epoch, Manifest, SegmentRef
 from s3stream.manifest.versioned import cleaner_fence
@@ -43,7 +44,12 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class CleanResult:
-    """Statistics of one round (Kafka's CleanerStats, plus what the swap did)."""
+    """Statistics of one round (Kafka's CleanerStats, plus what the swap did).
+
+    Byte counts are logical record bytes (what ``segment.bytes`` counts): ``bytes_read`` of the rewritten
+    inputs, ``bytes_written`` of the outputs, so ``bytes_written / bytes_read`` is Kafka's recopy ratio;
+    ``map_bytes_read`` is what the offset map read (offsets and keys only).
+    """
 
     log_id: str
     aborted: bool
@@ -61,6 +67,7 @@ class CleanResult:
     segments_out: int
     duration_s: float
     min_horizon_ms: int | None
+    map_bytes_read: int = 0
 
     @property
     def records_removed(self) -> int:
@@ -73,69 +80,110 @@ def build_offset_map(rt: Runtime, m: Manifest, plan: LogToClean, capacity: int) 
     dirty = [s for s in m.segments if s.base_offset < upper and s.end_offset > plan.first_dirty]
     builder = OffsetMapBuilder(start_offset=plan.first_dirty, capacity=capacity)
     read = 0
-    for i, seg in enumerate(dirty):
-        next_base = dirty[i + 1].base_offset if i + 1 < len(dirty) else upper
+    for seg in dirty:
         rows = rt.segments.get(seg).read(max(seg.base_offset, plan.first_dirty), columns=["offset", "key"])
         read += int(rows.nbytes)
-        if not builder.add_segment(rows, next_base=min(next_base, seg.end_offset)):
+        if not builder.add_segment(rows, next_base=min(upper, seg.end_offset)):
             break
     return builder.finish(upper=upper), read
 
 
+@dataclass(slots=True)
+class _Rewrite:
+    """What the rewrite of one round produced (outputs are PUT but not yet referenced)."""
+
+    outputs: list[SegmentRef]
+    totals: KeepStats
+    min_horizon: int | None
+    bytes_read: int
+
+
 def clean_log(rt: Runtime, plog: PartitionLog, plan: LogToClean, *, epoch: Epoch, capacity: int,
               cfg: TopicConfig, now_ms: int) -> CleanResult:
-    """Clean one partition once (see the module docstring)."""
+    """Clean one partition once (see the module docstring).
+
+    Raises Fenced when another cleaner claimed the partition (this round's outputs are deleted first).
+    """
     started = rt.clock.monotonic()
     m = plog.manifest(refresh=True)
-    omap, bytes_read = build_offset_map(rt, m, plan, capacity)
+    omap, map_read = build_offset_map(rt, m, plan, capacity)
     groups = group_segments(list(m.segments), end_offset=omap.end_offset, max_bytes=cfg.segment_bytes,
                             upper=plan.first_uncleanable)
-    outputs: list[SegmentRef] = []
-    totals = KeepStats(0, 0, 0, 0, 0)
-    min_horizon: int | None = None
+
+    def result(rw: _Rewrite, *, aborted: bool) -> CleanResult:
+        t = rw.totals
+        return CleanResult(plog.log_id, aborted, plan.first_dirty, omap.end_offset, omap.full,
+                           omap.utilization, rw.bytes_read, 0 if aborted else sum(r.size_bytes for r in rw.outputs),
+                           t.records_read, t.records_kept, t.invalid_dropped, t.tombstones_dropped,
+                           sum(len(g) for g in groups), 0 if aborted else len(rw.outputs),
+                           rt.clock.monotonic() - started, rw.min_horizon, map_read)
+
+    if not groups:  # the segments went away since the plan (retention): nothing to swap
+        return result(_Rewrite([], KeepStats(0, 0, 0, 0, 0), None, 0), aborted=True)
+    rw = _Rewrite([], KeepStats(0, 0, 0, 0, 0), None, 0)
     try:
-        for group in groups:
-            table = _read_group(rt, group)
-            bytes_read += int(table.nbytes)
-            kept, stats = retain(table, omap, now_ms=now_ms, delete_retention_ms=cfg.delete_retention_ms)
-            totals = _add(totals, stats)
-            min_horizon = _min_horizon(kept, min_horizon)
-            ref = write_segment(rt, topic_id=plog.topic_id, partition=plog.partition, table=kept,
-                                base_offset=group[0].base_offset, last_offset=group[-1].last_offset,
-                                first_batch_max_ts=int(kept.column("timestamp")[0].as_py()) if kept.num_rows else -1,
-                                cleaned=True)
-            outputs.append(dataclasses.replace(ref, created_ms=group[-1].created_ms))  # C-GRP2: last source's mtime
+        _rewrite(rt, plog, groups, omap, rw, cfg=cfg, now_ms=now_ms)
         rt.crash.hit("clean.after_outputs_put")
-        inputs = [s.key for g in groups for s in g]
-        horizon = None if min_horizon is None else str(min_horizon)
-        plog.manifest_store.commit(compose(replace_segments(inputs, outputs, now_ms=now_ms, checkpoint=omap.end_offset),
-                                           set_attribute(HORIZON_ATTRIBUTE, horizon)),
-                                   check=cleaner_fence(epoch))
+        _swap(plog, groups, rw, epoch=epoch, checkpoint=omap.end_offset, now_ms=now_ms)
     except CommitConflict as exc:
         log.info("cleaning %s aborted: %s", plog.log_id, exc)
-        for ref in outputs:
-            rt.objstore.delete(ref.key)
-        return _result(plog, plan, omap, totals, bytes_read, 0, len(groups), 0, rt.clock.monotonic() - started,
-                       min_horizon, aborted=True)
+        _discard(rt, rw.outputs)
+        return result(rw, aborted=True)
+    except Fenced:
+        _discard(rt, rw.outputs)  # the check failed before any PUT of ours landed: never referenced
+        raise
     rt.crash.hit("clean.after_swap")
     for g in groups:
         for s in g:
             rt.segments.evict(s.key)
     plog.manifest(refresh=True)
-    written = sum(r.object_size for r in outputs)
-    return _result(plog, plan, omap, totals, bytes_read, written, sum(len(g) for g in groups), len(outputs),
-                   rt.clock.monotonic() - started, min_horizon, aborted=False)
+    return result(rw, aborted=False)
+
+
+def _rewrite(rt: Runtime, plog: PartitionLog, groups: list[list[SegmentRef]], omap: OffsetMap, rw: _Rewrite, *,
+             cfg: TopicConfig, now_ms: int) -> None:
+    """Read, filter and PUT each group as one new segment (C-GRP2); fills ``rw`` as it goes."""
+    for group in groups:
+        table = _read_group(rt, group)
+        rw.bytes_read += sum(s.size_bytes for s in group)
+        kept, stats = retain(table, omap, now_ms=now_ms, delete_retention_ms=cfg.delete_retention_ms)
+        del table
+        rw.totals = _add(rw.totals, stats)
+        rw.min_horizon = _min_horizon(kept, rw.min_horizon)
+        first_ts = int(kept.column("timestamp")[0].as_py()) if kept.num_rows else -1
+        ref = write_segment(rt, topic_id=plog.topic_id, partition=plog.partition, table=kept,
+                            base_offset=group[0].base_offset, last_offset=group[-1].last_offset,
+                            first_batch_max_ts=first_ts, cleaned=True)
+        rw.outputs.append(dataclasses.replace(ref, created_ms=group[-1].created_ms))  # C-GRP2: last source's mtime
+
+
+def _swap(plog: PartitionLog, groups: list[list[SegmentRef]], rw: _Rewrite, *, epoch: Epoch, checkpoint: int,
+          now_ms: int) -> None:
+    """ONE commit: inputs -> outputs and the new checkpoint, only if every input is still there."""
+    inputs = [s.key for g in groups for s in g]
+    horizon = None if rw.min_horizon is None else str(rw.min_horizon)
+    plog.manifest_store.commit(compose(replace_segments(inputs, rw.outputs, now_ms=now_ms, checkpoint=checkpoint),
+                                       set_attribute(HORIZON_ATTRIBUTE, horizon)),
+                               check=cleaner_fence(epoch))
+
+
+def _discard(rt: Runtime, outputs: list[SegmentRef]) -> None:
+    """Delete outputs no manifest can reference (best effort: GC removes whatever is left)."""
+    for ref in outputs:
+        try:
+            rt.objstore.delete(ref.key)
+        except S3StreamError as exc:
+            log.warning("could not delete unused cleaner output %s (GC will): %s", ref.key, exc)
 
 
 def _read_group(rt: Runtime, group: list[SegmentRef]) -> pa.Table:
+    """Every record of ``group`` (whole objects, CRC32C-checked against the manifest)."""
     tables = [rt.segments.get(s).read_all(verify_crc32c=s.crc32c) for s in group]
     tables = [t.select(RECORD_SCHEMA.names).cast(RECORD_SCHEMA) for t in tables]
     return pa.concat_tables(tables) if tables else RECORD_SCHEMA.empty_table()
 
 
 def _min_horizon(table: pa.Table, current: int | None) -> int | None:
-    import pyarrow.compute as pc
-
     if table.num_rows == 0:
         return current
     low = pc.min(table.column("horizon_ms")).as_py()
@@ -148,11 +196,3 @@ def _add(a: KeepStats, b: KeepStats) -> KeepStats:
     return KeepStats(a.records_read + b.records_read, a.records_kept + b.records_kept,
                      a.invalid_dropped + b.invalid_dropped, a.tombstones_dropped + b.tombstones_dropped,
                      a.horizons_stamped + b.horizons_stamped)
-
-
-def _result(plog: PartitionLog, plan: LogToClean, omap: OffsetMap, totals: KeepStats, bytes_read: int,
-            bytes_written: int, segments_in: int, segments_out: int, duration_s: float, min_horizon: int | None,
-            *, aborted: bool) -> CleanResult:
-    return CleanResult(plog.log_id, aborted, plan.first_dirty, omap.end_offset, omap.full, omap.utilization,
-                       bytes_read, bytes_written, totals.records_read, totals.records_kept, totals.invalid_dropped,
-                       totals.tombstones_dropped, segments_in, segments_out, duration_s, min_horizon)

@@ -7,7 +7,7 @@ import dataclasses
 from s3stream.manifest.intents import Intent
 from s3stream.manifest.model import FrozenMap, Manifest
 
-__all__ = ["HORIZON_ATTRIBUTE", "set_attribute", "set_checkpoint"]
+__all__ = ["HORIZON_ATTRIBUTE", "reset_checkpoint", "set_attribute", "set_checkpoint"]
 
 #: earliest tombstone delete horizon in the cleaned data (for the opt-in idle tombstone rule)
 HORIZON_ATTRIBUTE = "s3stream.cleaner.min_tombstone_horizon_ms"
@@ -19,6 +19,21 @@ def set_checkpoint(offset: int) -> Intent:
         if cur.cleaner_checkpoint == offset:
             return None
         return dataclasses.replace(cur, cleaner_checkpoint=offset)
+
+    return apply
+
+
+def reset_checkpoint(log_start_offset: int) -> Intent:
+    """C-RANGE1 / C-SEL2b: replace a checkpoint that is out of range by ``log_start_offset``.
+
+    Re-checked against the manifest it is applied to, so a checkpoint another commit made valid
+    (a cleaning round that landed first) is left alone.
+    """
+    def apply(cur: Manifest) -> Manifest | None:
+        cp = cur.cleaner_checkpoint
+        if cp is None or cur.log_start_offset <= cp <= cur.next_offset or cp == log_start_offset:
+            return None
+        return dataclasses.replace(cur, cleaner_checkpoint=max(log_start_offset, cur.log_start_offset))
 
     return apply
 

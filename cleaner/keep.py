@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -40,7 +41,8 @@ class KeepStats:
         return self.records_read - self.records_kept
 
 
-def retain(table: pa.Table, offset_map: OffsetMap, *, now_ms: int, delete_retention_ms: int) -> tuple[pa.Table, KeepStats]:
+def retain(table: pa.Table, offset_map: OffsetMap, *, now_ms: int,
+           delete_retention_ms: int) -> tuple[pa.Table, KeepStats]:
     """The surviving rows of ``table`` (RECORD_SCHEMA), with tombstone horizons stamped."""
     n = table.num_rows
     if n == 0:
@@ -52,7 +54,7 @@ def retain(table: pa.Table, offset_map: OffsetMap, *, now_ms: int, delete_retent
     is_latest = pc.greater_equal(offsets, latest)
     tombstone = pc.is_null(table.column("value"))
     horizon = table.column("horizon_ms")
-    horizon_open = pc.or_(pc.is_null(horizon), pc.less(pc.fill_null(horizon, 0), now_ms))
+    horizon_open = pc.or_(pc.is_null(horizon), pc.greater(pc.fill_null(horizon, 0), now_ms))  # C-TOMB2: now < h
     keyed_keep = pc.and_(is_latest, pc.or_(pc.invert(tombstone), horizon_open))
     keep = pc.or_(above, pc.and_(has_key, keyed_keep))
     kept = table.filter(keep)
@@ -66,11 +68,10 @@ def retain(table: pa.Table, offset_map: OffsetMap, *, now_ms: int, delete_retent
     return kept, KeepStats(n, kept.num_rows, invalid, dropped_tomb, stamped)
 
 
-def _lookup(table: pa.Table, offset_map: OffsetMap) -> pa.ChunkedArray:
-    """``map[key]`` for every row (-1 when absent or unkeyed), via a hash join that keeps row order."""
-    probe = pa.table({"key": table.column("key"), "_row": pa.array(range(table.num_rows), type=pa.int64())})
+def _lookup(table: pa.Table, offset_map: OffsetMap) -> pa.ChunkedArray | pa.Array:
+    """``map[key]`` for every row (-1 when absent or unkeyed): one hash lookup per row, order kept."""
     if offset_map.size == 0:
-        return pa.chunked_array([pa.array([-1] * table.num_rows, type=pa.int64())])
-    joined = probe.join(offset_map.entries, keys="key", join_type="left outer", use_threads=False)
-    joined = joined.sort_by("_row")
-    return pc.fill_null(joined.column("map_offset"), -1)
+        return pa.array(np.full(table.num_rows, -1, dtype=np.int64))
+    entries = offset_map.entries
+    index = pc.index_in(table.column("key"), value_set=entries.column("key").combine_chunks())
+    return pc.fill_null(pc.take(entries.column("map_offset"), index), -1)

@@ -25,7 +25,8 @@ from s3stream.errors import InvalidConfig
 __all__ = ["OffsetMap", "OffsetMapBuilder", "map_capacity"]
 
 _ENTRY_BYTES = 24  # Kafka's SkimpyOffsetMap: 16-byte MD5 + 8-byte offset
-MAP_SCHEMA = pa.schema([pa.field("key", pa.binary(), nullable=False), pa.field("map_offset", pa.int64(), nullable=False)])
+MAP_SCHEMA = pa.schema([pa.field("key", pa.binary(), nullable=False),
+                        pa.field("map_offset", pa.int64(), nullable=False)])
 
 
 def map_capacity(dedupe_buffer_bytes: int, threads: int, load_factor: float) -> int:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from cleaner.executor import CleanResult, clean_log
-from cleaner.intents import HORIZON_ATTRIBUTE, set_checkpoint
+from cleaner.intents import HORIZON_ATTRIBUTE, reset_checkpoint
 from cleaner.metrics import CleanerMetrics
 from cleaner.offsetmap import map_capacity
 from cleaner.selection import LogSnapshot, LogToClean, SegmentFacts, choose_filthiest
@@ -117,40 +117,76 @@ def run_cleaner_pass(store: Store) -> CleanerPassReport:
     now = rt.clock.now_ms()
     logs = _compacted(store)
     by_id = {plog.log_id: (plog, cfg) for plog, cfg in logs}
-    snapshots = [_snapshot(plog, plog.manifest(refresh=True), cfg) for plog, cfg in logs]
     with st.lock:
         skip = frozenset(st.uncleanable) | frozenset(st.in_progress) | frozenset(st.fenced)
+    snapshots = _snapshots(st, [(plog, cfg) for plog, cfg in logs if plog.log_id not in skip])
     best, plans = choose_filthiest(snapshots, now, skip=skip)
     report = CleanerPassReport(candidates=len(plans), chosen=best)
     for plan in plans:
         if plan.checkpoint_reset and (best is None or plan.log_id != best.log_id):
-            by_id[plan.log_id][0].manifest_store.commit(set_checkpoint(plan.first_dirty))
-            report.checkpoints_reset += 1
-    _update_gauges(st, plans, by_id)
+            report.checkpoints_reset += _reset_checkpoint(st, by_id[plan.log_id][0], plan)
+    _update_gauges(st, plans)
     if best is not None:
         report.cleaned = _clean_chosen(store, st, best, *by_id[best.log_id], now)
-    for plog, cfg in logs:
-        if plog.log_id in st.uncleanable:
-            continue
-        try:
-            plan = retain_partition(plog, cfg, now_ms=rt.clock.now_ms())
-        except S3StreamError as exc:
-            _mark_uncleanable(st, plog.log_id, exc)
-            continue
-        if plan is not None:
-            report.retention_segments_deleted += len(plan.deletions)
+    report.retention_segments_deleted = _cleaner_retention(st, logs, rt.clock.now_ms())
     with st.lock:
         report.uncleanable = dict(st.uncleanable)
     st.metrics.uncleanable_partitions_count.set(len(report.uncleanable))
-    st.metrics.uncleanable_bytes.set(sum(by_id[i][0].manifest(refresh=False).sealed_bytes
-                                         for i in report.uncleanable if i in by_id))
+    st.metrics.uncleanable_bytes.set(sum(_sealed_bytes(by_id[i][0]) for i in report.uncleanable if i in by_id))
     return report
+
+
+def _snapshots(st: _CleanerState, logs: list[tuple[PartitionLog, TopicConfig]]) -> list[LogSnapshot]:
+    """Selection input of every candidate; a partition that cannot even be read is uncleanable (KAFKA-8725)."""
+    out: list[LogSnapshot] = []
+    for plog, cfg in logs:
+        try:
+            out.append(_snapshot(plog, plog.manifest(refresh=True), cfg))
+        except Exception as exc:  # noqa: BLE001 - C-ERR1: errors while choosing mark the partition too
+            _mark_uncleanable(st, plog.log_id, exc)
+    return out
+
+
+def _reset_checkpoint(st: _CleanerState, plog: PartitionLog, plan: LogToClean) -> int:
+    """C-SEL2b (T07/T08, KAFKA-6266): persist the reset of an invalid checkpoint now; 1 if it was written."""
+    try:
+        plog.manifest_store.commit(reset_checkpoint(plan.first_dirty))
+    except Exception as exc:  # noqa: BLE001 - C-ERR1
+        _mark_uncleanable(st, plog.log_id, exc)
+        return 0
+    return 1
+
+
+def _cleaner_retention(st: _CleanerState, logs: list[tuple[PartitionLog, TopicConfig]], now_ms: int) -> int:
+    """R2: compacted logs get retention from the cleaner, except uncleanable or in-progress ones."""
+    deleted = 0
+    for plog, cfg in logs:
+        with st.lock:
+            if plog.log_id in st.uncleanable or plog.log_id in st.in_progress:
+                continue
+        try:
+            retained = retain_partition(plog, cfg, now_ms=now_ms)
+        except Exception as exc:  # noqa: BLE001 - C-ERR1: retention errors mark the partition too
+            _mark_uncleanable(st, plog.log_id, exc)
+            continue
+        if retained is not None:
+            deleted += len(retained.deletions)
+    return deleted
+
+
+def _sealed_bytes(plog: PartitionLog) -> int:
+    try:
+        return plog.manifest(refresh=False).sealed_bytes
+    except S3StreamError:
+        return 0
 
 
 def _clean_chosen(store: Store, st: _CleanerState, plan: LogToClean, plog: PartitionLog, cfg: TopicConfig,
                   now: int) -> CleanResult | None:
     rt = store.runtime
     with st.lock:
+        if plog.log_id in st.in_progress:
+            return None  # another cleaner thread of this process took it meanwhile
         st.in_progress.add(plog.log_id)
     try:
         epoch = st.epochs.get(plog.log_id)
@@ -198,8 +234,7 @@ def _record(st: _CleanerState, r: CleanResult) -> None:
     m.records_removed.inc(r.records_removed)
 
 
-def _update_gauges(st: _CleanerState, plans: list[LogToClean],
-                   by_id: dict[str, tuple[PartitionLog, TopicConfig]]) -> None:
+def _update_gauges(st: _CleanerState, plans: list[LogToClean]) -> None:
     m = st.metrics
     m.max_dirty_percent.set(100.0 * max((p.cleanable_ratio for p in plans), default=0.0))
     m.max_compaction_delay_secs.set(max((p.max_compaction_delay_ms for p in plans), default=0) / 1000.0)

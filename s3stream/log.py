@@ -47,7 +47,7 @@ from s3stream.manifest.intents import (
     set_wal_cursor,
 )
 from s3stream.manifest.model import Epoch, Manifest, SegmentRef, WalCursor
-from s3stream.manifest.versioned import VersionedStore, manifest_store, writer_fence
+from s3stream.manifest.versioned import ManifestStore, manifest_store, writer_fence
 from s3stream.readpath import LogView, read_table
 from s3stream.records import AppendResult, Record, SegmentInfo, batch_from_records, records_from_batch
 from s3stream.roll import ActiveStats, should_roll
@@ -118,7 +118,7 @@ class PartitionLog:
         self._topic_id = doc.topic_id
         self._partition = partition
         self.log_id = f"{doc.name}/{doc.topic_id}/{partition}"
-        self._vstore: VersionedStore[Manifest] = manifest_store(
+        self._vstore: ManifestStore = manifest_store(
             rt.objstore, topic=doc.name, topic_id=doc.topic_id, partition=partition, clock=rt.clock, ids=rt.ids,
             crash_points=rt.crash)
         self._lock = threading.RLock()
@@ -159,7 +159,7 @@ class PartitionLog:
         return doc
 
     @property
-    def manifest_store(self) -> VersionedStore[Manifest]:
+    def manifest_store(self) -> ManifestStore:
         return self._vstore
 
     def manifest(self, *, refresh: bool = True) -> Manifest:
@@ -170,6 +170,11 @@ class PartitionLog:
                 if self._manifest is None or m.seq >= self._manifest.seq:
                     self._manifest = m
             return self._manifest
+
+    def writer_owner(self) -> str | None:
+        """The node that last claimed this partition for writing (from the latest manifest), or None."""
+        m = self.manifest(refresh=True)
+        return None if m.writer is None else m.writer.owner
 
     # -- the public API ----------------------------------------------------------------------------
 
@@ -506,10 +511,13 @@ class PartitionLog:
         ref = write_segment(rt, topic_id=self._topic_id, partition=self._partition, table=table,
                             base_offset=seg.base_offset, last_offset=seg.end_offset - 1,
                             first_batch_max_ts=seg.first_batch_max_ts)
+        # read the uploader's floor BEFORE our chunks: an object published in between is then either in
+        # ``later`` or at/above the floor; the other order could skip it and hide its records from readers
+        unpublished = node.uploader.lowest_unpublished_seq
         with self._lock:
             w = self._w
             later = [c.seq for c in (w.chunks if w else []) if c.chunk.last_offset >= seg.end_offset]
-        cursor = WalCursor(node.node_id, min([*later, node.uploader.lowest_unpublished_seq]))
+        cursor = WalCursor(node.node_id, min([*later, unpublished]))
         m = self._vstore.commit(_on_empty(self, add_segment(ref, cursor)), check=writer_fence(epoch))
         assert m is not None
         rt.crash.hit("seal.after_manifest_commit")

@@ -101,10 +101,11 @@ def produce(ctx: QuickstartContext) -> None:
     ctx.produced = {p: [] for p in range(ctx.partitions)}
     logs = [ctx.store.partition(ctx.topic, p) for p in range(ctx.partitions)]
     columns = (TextColumn("producing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, console=ctx.console, transient=True) as progress:
+    with Progress(*columns, console=ctx.console, transient=True, disable=not ctx.console.is_terminal) as progress:
         task = progress.add_task("produce", total=ctx.records)
         for _, record in _records(ctx.records):
-            assert record.key is not None and record.value is not None
+            assert record.key is not None
+            assert record.value is not None
             p = partition_for_key(record.key, ctx.partitions)
             batches[p].append(record)
             ctx.produced[p].append(record.value)
@@ -215,9 +216,9 @@ def show_requests(ctx: QuickstartContext) -> None:
     table.add_column("requests", justify="right")
     for kind, n in counts.items():
         table.add_row(kind, f"{n:,}")
-    table.caption = (f"{ctx.recorder.bytes_written:,} bytes written, {ctx.recorder.bytes_read:,} bytes read "
-                     f"for {ctx.records:,} records")
     ctx.console.print(table)
+    ctx.console.print(f"{ctx.recorder.bytes_written:,} bytes written and {ctx.recorder.bytes_read:,} bytes read "
+                      f"for {ctx.records:,} records")
     ctx.notes["requests"] = counts
 
 
@@ -277,7 +278,8 @@ def run_quickstart(url: str | None = None, *, records: int = 20_000, console: Co
     clock = SystemClock()
     with _store_dir(url, keep, console) as store_url:
         recorder = RecordingObjectStore(open_object_store(store_url, clock=clock))
-        with open_store(store_url, clock=clock, object_store=recorder, **dict(options or {})) as store:
+        settings: dict[str, Any] = dict(options or {})
+        with open_store(store_url, clock=clock, object_store=recorder, **settings) as store:
             recorder.reset()  # count the tour's requests, not the open-time capability probe
             ctx = QuickstartContext(store=store, recorder=recorder, console=console, records=records)
             for i, step in enumerate(steps if steps is not None else DEFAULT_STEPS, 1):

@@ -6,20 +6,28 @@ offset. The commit rebases over concurrent appends and seals; if a concurrent co
 segment the plan is recomputed. Dropped objects stay in the manifest's ``removed`` list and are
 deleted physically by GC after ``file.delete.delay.ms`` (reads fail at once: the log start moved).
 
-Steady state costs one manifest probe per partition and no LIST. Config changes made on a live topic
+Steady state, in the process that writes the partitions, costs one manifest probe (a GET) per
+partition, plus one LIST of the topic names and one topic-document probe per topic. A process that
+does not write a partition also scans the writer's WAL namespace for the unsealed tail (a LIST), since
+the active segment counts for retention.bytes and may expire. Config changes made on a live topic
 apply at the next pass (the topic document is re-read every pass).
+
+A pass reports only what its own commits changed: when another process's identical edit landed first
+(the intent then has nothing left to do), the partition is not counted as changed here.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from s3stream.config import TopicConfig
 from s3stream.errors import CommitConflict, UnknownTopic
-from s3stream.manifest.intents import drop_segments
+from s3stream.manifest.intents import Intent, drop_segments
 from s3stream.manifest.model import Manifest
+from s3stream.records import SegmentInfo
 from s3stream.retention import RetentionPlan, SegmentSnapshot, plan_retention
 
 if TYPE_CHECKING:
@@ -70,22 +78,40 @@ def run_retention_pass(store: Store) -> RetentionReport:
         for partition in range(doc.partitions):
             plog = store.partition(name, partition)
             report.partitions_checked += 1
-            plan = retain_partition(plog, cfg, now_ms=rt.clock.now_ms())
+            plan, log_start = _retain(plog, cfg, rt.clock.now_ms())
             if plan is not None and plan.deletions:
                 report.add(plan)
                 rt.metrics.retention_deleted(name, plan)
-            rt.metrics.log_start_offset.labels(name, str(partition)).set(plog.log_start_offset)
+            rt.metrics.log_start_offset.labels(name, str(partition)).set(log_start)
     report.duration_s = rt.clock.monotonic() - started
     rt.metrics.retention_pass_seconds.observe(report.duration_s)
     return report
 
 
-def snapshot_segments(plog: PartitionLog, m: Manifest, now_ms: int) -> list[SegmentSnapshot] | None:
-    """Sealed segments from ``m`` plus the unsealed ones; None if they do not line up (retry)."""
+def load_snapshot(plog: PartitionLog, now_ms: int) -> tuple[Manifest, list[SegmentSnapshot] | None]:
+    """The latest manifest and the partition's segments, with one manifest probe.
+
+    The writing process refreshes its cached manifest (another process may have moved the log start)
+    and lists its unsealed segments from memory; any other process gets both from one fresh view
+    (``segments()`` re-reads the manifest itself, so reading it here too would cost a second GET).
+    """
+    if plog.is_writer:
+        plog.manifest(refresh=True)
+    infos = plog.segments()
+    m = plog.manifest(refresh=False)
+    return m, snapshot_segments(m, infos, now_ms)
+
+
+def snapshot_segments(m: Manifest, infos: Sequence[SegmentInfo], now_ms: int) -> list[SegmentSnapshot] | None:
+    """Sealed segments from ``m`` plus the unsealed ones of ``infos``; None if they do not line up (retry).
+
+    The last snapshot ends at the log end offset (the unsealed ones run up to it; with none, the
+    sealed end is the log end).
+    """
     snaps = [SegmentSnapshot(s.base_offset, s.end_offset, s.size_bytes, s.largest_timestamp, s.record_count, s.key)
              for s in m.segments]
     expected = m.next_offset
-    for info in plog.segments():
+    for info in infos:
         if info.sealed:
             continue
         if info.base_offset != expected:
@@ -98,13 +124,18 @@ def snapshot_segments(plog: PartitionLog, m: Manifest, now_ms: int) -> list[Segm
 
 
 def retain_partition(plog: PartitionLog, cfg: TopicConfig, *, now_ms: int) -> RetentionPlan | None:
-    """Plan and commit retention for one partition; returns the plan that was applied (or None)."""
+    """Plan and commit retention for one partition; returns the plan this call applied (or None)."""
+    plan, _log_start = _retain(plog, cfg, now_ms)
+    return plan
+
+
+def _retain(plog: PartitionLog, cfg: TopicConfig, now_ms: int) -> tuple[RetentionPlan | None, int]:
+    """:func:`retain_partition`, plus the partition's log start offset once it is done."""
     for _ in range(_MAX_ATTEMPTS):
-        m = plog.manifest(refresh=True)
-        leo = plog.log_end_offset
-        snaps = snapshot_segments(plog, m, now_ms)
+        m, snaps = load_snapshot(plog, now_ms)
         if snaps is None:
             continue
+        leo = snaps[-1].end_offset if snaps else m.next_offset  # one view of the log, not two
         plan = plan_retention(snaps, log_start_offset=m.log_start_offset, log_end_offset=leo,
                               policy=cfg.cleanup_policy, retention_ms=cfg.retention_ms,
                               retention_bytes=cfg.retention_bytes, now_ms=now_ms)
@@ -114,21 +145,40 @@ def retain_partition(plog: PartitionLog, cfg: TopicConfig, *, now_ms: int) -> Re
                 continue
             plan = _sealed_only(plan, m)
         if not plan.keys:
-            return None
+            return None, m.log_start_offset
+        drop = _Tracked(drop_segments(plan.keys, now_ms=now_ms, new_log_start=plan.new_log_start_offset))
         try:
-            committed = plog.manifest_store.commit(
-                _with_empty(plog, drop_segments(plan.keys, now_ms=now_ms, new_log_start=plan.new_log_start_offset)))
+            committed = plog.manifest_store.commit(drop)  # a ManifestStore: no manifest yet = the empty one
         except CommitConflict as exc:
             log.info("retention of %s rebasing: %s", plog.log_id, exc)
             continue
         plog._rt.crash.hit("retention.after_commit")
         for key in plan.keys:
             plog._rt.segments.evict(key)
-        assert committed is not None
-        plog.manifest(refresh=True)
-        return plan
+        if plog.is_writer:
+            plog.manifest(refresh=True)  # the writer reads through its cached manifest: show the new start now
+        # None: another process's identical edit landed first; it is not counted twice
+        return (plan if drop.changed else None), committed.log_start_offset
     log.warning("retention of %s gave up after %d attempts (contention)", plog.log_id, _MAX_ATTEMPTS)
-    return None
+    return None, plog.manifest(refresh=False).log_start_offset
+
+
+class _Tracked:
+    """An intent that remembers whether its latest application changed anything.
+
+    The commit protocol re-applies an intent after every lost race, and commits the result of the
+    last application (or nothing, when that returned None), so ``changed`` tells whether the commit
+    that ended the call carried this edit.
+    """
+
+    def __init__(self, intent: Intent) -> None:
+        self._intent = intent
+        self.changed = False
+
+    def __call__(self, cur: Manifest) -> Manifest | None:
+        nxt = self._intent(cur)
+        self.changed = nxt is not None
+        return nxt
 
 
 def _may_roll(plog: PartitionLog, m: Manifest) -> bool:
@@ -144,12 +194,3 @@ def _sealed_only(plan: RetentionPlan, m: Manifest) -> RetentionPlan:
     if not sealed:
         return RetentionPlan((), m.log_start_offset, False)
     return RetentionPlan(sealed, max(m.log_start_offset, sealed[-1].segment.end_offset), False)
-
-
-def _with_empty(plog: PartitionLog, intent):  # type: ignore[no-untyped-def]
-    def wrapped(cur: Manifest | None) -> Manifest | None:
-        base = cur if cur is not None else Manifest.empty(plog.topic, plog.topic_id, plog.partition)
-        result: Manifest | None = intent(base)
-        return result
-
-    return wrapped

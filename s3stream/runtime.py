@@ -197,6 +197,7 @@ class Runtime:
     def _recover(self, node: NodeRuntime) -> None:
         replayed = 0
         skipped_logs: set[str] = set()
+        checked_logs: set[str] = set()
         for entry in node.wal.entries():
             decoded = decode_entry(entry.payload, source=f"local WAL of {node.node_id}, entry {entry.seq}")
             if decoded.log_id in skipped_logs:
@@ -205,6 +206,18 @@ class Runtime:
             if plog is None:
                 skipped_logs.add(decoded.log_id)
                 continue
+            if decoded.log_id not in checked_logs:
+                checked_logs.add(decoded.log_id)
+                owner = plog.writer_owner()
+                if owner is not None and owner != node.node_id:
+                    # another node claimed the partition after us, so it fenced this node: what the
+                    # local WAL still holds for it was never in the bucket and its offsets now belong
+                    # to the new writer; replaying it would steal the partition back and clash
+                    log.error("recovery of %s skipped: the partition is now written by %s, which fenced "
+                              "node %s; its records only in this local WAL are lost",
+                              decoded.log_id, owner, node.node_id)
+                    skipped_logs.add(decoded.log_id)
+                    continue
             try:
                 replayed += plog.recover_entry(decoded, entry.seq)
             except (Fenced, CommitConflict) as exc:
@@ -321,12 +334,15 @@ class _Sealer:
                 log_id, plog = next(iter(self._queue.items()))
                 del self._queue[log_id]
                 self._busy += 1
-            retry = _seal_safely(plog, failures, self._rt.clock.sleep)
-            with self._cond:
-                self._busy -= 1
-                if retry and not self._stopped:
-                    self._queue.setdefault(log_id, plog)
-                self._cond.notify_all()
+            retry = False
+            try:
+                retry = _seal_safely(plog, failures, self._rt.clock.sleep)
+            finally:  # even when a BaseException (a simulated crash) ends the thread, drain() must not hang
+                with self._cond:
+                    self._busy -= 1
+                    if retry and not self._stopped:
+                        self._queue.setdefault(log_id, plog)
+                    self._cond.notify_all()
 
 
 def _seal_safely(plog: PartitionLog, failures: dict[str, int], sleep: Callable[[float], None]) -> bool:

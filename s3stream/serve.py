@@ -95,7 +95,7 @@ class ServeLoop:
 
         self._httpd, _ = start_http_server(self._metrics_port, addr=self._metrics_host,
                                            registry=self._store.metrics_registry)
-        log.info("metrics on http://%s:%d/metrics", *self.metrics_address)  # type: ignore[misc]
+        log.info("metrics on http://%s:%d/metrics", self._metrics_host, self._httpd.server_port)
 
     def _stop_http(self) -> None:
         httpd, self._httpd = self._httpd, None

@@ -144,11 +144,14 @@ class Uploader:
         """Buffer an append (caller holds the node's append lock, so order == local WAL order)."""
         with self._cond:
             self._check_locked()
-            if self._buf.first_at is None:
+            first = self._buf.first_at is None
+            if first:
                 self._buf.first_at = self._clock.monotonic()
             self._buf.items.append(item)
             self._buf.nbytes += item.nbytes
-            if self._buf.nbytes >= self._flush_bytes:
+            if first or self._buf.nbytes >= self._flush_bytes:
+                # the first item starts the flush.interval.ms timer: wake the flush thread so it waits for
+                # the interval, not for its idle poll (which would delay ack=s3 appends by up to 0.5 s)
                 self._cond.notify_all()
 
     def flush(self, timeout_s: float | None = None) -> None:

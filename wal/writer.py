@@ -7,18 +7,19 @@ run of queued entries one syncer pass writes with one ``writev`` and one fsync.
 How an append flows: the caller thread checksums its payload (outside any lock), then, under the lock,
 gets the next seq, builds the 20-byte frame header and queues ``(header, payload)``. A single background
 *syncer* thread takes everything queued (up to ``max_batch_bytes`` and to the room left in the active
-file), writes it in one ``writev``, fsyncs once, advances the durable seq and wakes every waiter. While
-it syncs, new appends queue up and form the next batch, so concurrent appenders share fsyncs without
-any timer. Blocking :meth:`WalWriter.append` waits on a condition (no per-entry future); only
-:meth:`WalWriter.append_async` creates futures.
+file), writes it in one ``writev``, fsyncs once, advances the durable seq and wakes the batch's waiters.
+While it syncs, new appends queue up and form the next batch, so concurrent appenders share fsyncs
+without any timer. A blocking :meth:`WalWriter.append` sleeps on a private, pre-acquired lock that the
+syncer releases when its seq is durable (so a batch wakes exactly its own appenders, not every waiter);
+only :meth:`WalWriter.append_async` creates futures.
 
 Invariants:
 
 * seqs are assigned under one lock in queue order, and batches leave the queue in that order, so the
   files hold consecutive seqs and an entry is durable only when every smaller seq is;
-* the active file (the last) is the only one written; it rolls after a batch leaves it at or above
-  ``file_bytes``, and only once it is synced (so every file but the last is complete on disk, which
-  recovery relies on); :meth:`WalWriter.trim` never deletes it;
+* the active file (the last) is the only one written; it rolls when the next entry would push it past
+  ``file_bytes`` (a single larger entry gets a file of its own), and only once it is synced, so every
+  file but the last is complete on disk (recovery relies on it); :meth:`WalWriter.trim` never deletes it;
 * after a write or fsync error the writer fails permanently: pending and later appends raise
   :class:`WalError` (what reached the disk is known only to the next recovery);
 * payloads are never copied into a frame buffer: header and payload go to ``writev`` side by side.
@@ -31,7 +32,6 @@ import os
 import threading
 from collections.abc import Iterator
 from concurrent.futures import Future
-from dataclasses import dataclass
 from types import TracebackType
 
 from wal.errors import WalClosed, WalError
@@ -43,27 +43,13 @@ from wal.frame import (
     encode_frame_header,
     payload_crc,
 )
-from wal.queue import FrameQueue
+from wal.queue import Batch, FrameQueue, Waiter, wake
 from wal.recovery import FileExtent, WalFile, file_name, read_entries, recover
 from wal.storage import FileWalStorage, WalLockHandle, WalStorage
 
 __all__ = ["WalWriter"]
 
 LOG = logging.getLogger(__name__)
-
-
-@dataclass(slots=True)
-class _Batch:
-    """Entries ``[first_seq, first_seq + count)`` taken off the queue for one write and one fsync.
-
-    An empty batch (``count == 0``) asks the syncer to roll to a new file before writing more.
-    """
-
-    first_seq: int
-    count: int
-    parts: list[bytes]
-    size_bytes: int
-    file: WalFile
 
 
 class WalWriter:
@@ -112,12 +98,10 @@ class WalWriter:
             raise
         self._mu = threading.Lock()
         self._work = threading.Condition(self._mu)  # the syncer waits here for queued entries
-        self._durable = threading.Condition(self._mu)  # appenders wait here for their seq
         self._files = recovered.files
         self._next_seq = recovered.next_seq  # the seq the next append gets
         self._durable_end = recovered.next_seq  # every seq below this is durable
-        self._queue = FrameQueue()  # entries [durable_end, next_seq) waiting for the syncer
-        self._futures: dict[int, Future[int]] = {}  # append_async waiters, in seq order
+        self._queue = FrameQueue()  # entries not yet taken by the syncer, with their waiters
         self._size_bytes = sum(f.size_bytes for f in self._files)
         self._closing = False
         self._failure: BaseException | None = None
@@ -140,12 +124,12 @@ class WalWriter:
         """
         if threading.current_thread() is self._syncer:
             raise WalError("append() on the WAL syncer thread (a callback) would deadlock; use append_async")
-        seq = self._enqueue(payload, None)
-        with self._mu:
-            while self._durable_end <= seq:
-                if self._failure is not None:
-                    raise WalError(f"WAL {self.location}: append of seq {seq} failed") from self._failure
-                self._durable.wait()
+        gate = threading.Lock()
+        gate.acquire()
+        seq = self._enqueue(payload, gate)
+        gate.acquire()  # the syncer releases it once seq is durable or the writer failed
+        if self._durable_end <= seq:  # only grows, and is set before the gate opens
+            raise WalError(f"WAL {self.location}: append of seq {seq} failed") from self._failure
         return seq
 
     def append_async(self, payload: bytes | bytearray | memoryview) -> Future[int]:
@@ -159,7 +143,7 @@ class WalWriter:
         self._enqueue(payload, future)
         return future
 
-    def _enqueue(self, payload: bytes | bytearray | memoryview, future: Future[int] | None) -> int:
+    def _enqueue(self, payload: bytes | bytearray | memoryview, waiter: Waiter) -> int:
         data = payload if isinstance(payload, bytes) else bytes(payload)  # the queue must not see mutation
         if len(data) > MAX_PAYLOAD_BYTES:
             raise WalError(f"WAL payload of {len(data)} bytes exceeds the {MAX_PAYLOAD_BYTES}-byte limit")
@@ -167,10 +151,8 @@ class WalWriter:
         with self._mu:
             self._check_usable()
             seq = self._next_seq
-            self._queue.push(encode_frame_header(seq, len(data), crc), data)
+            self._queue.push(encode_frame_header(seq, len(data), crc), data, waiter)
             self._next_seq = seq + 1
-            if future is not None:
-                self._futures[seq] = future
             self._work.notify()
         return seq
 
@@ -188,12 +170,12 @@ class WalWriter:
         while (batch := self._take_batch()) is not None:
             if batch.count == 0:
                 ok = self._roll_or_fail()
-            else:
-                ok = self._write(batch) and (not self._publish(batch) or self._roll_or_fail())
+            elif ok := self._write(batch):
+                ok = self._publish(batch)
             if not ok:
                 return
 
-    def _take_batch(self) -> _Batch | None:
+    def _take_batch(self) -> Batch | None:
         """Wait for queued entries and take the longest prefix that fits (``None``: closed and drained).
 
         The batch fits both ``max_batch_bytes`` and the room left in the active file; when not even
@@ -208,43 +190,39 @@ class WalWriter:
             active = self._files[-1]
             room = self._file_bytes - active.size_bytes
             if self._queue.first_size() > room and active.first_seq < self._durable_end:
-                return _Batch(self._durable_end, 0, [], 0, active)
-            parts, count, size_bytes = self._queue.take(min(self._max_batch_bytes, room))
-            return _Batch(self._durable_end, count, parts, size_bytes, active)
+                return Batch(self._durable_end, [], [], 0, active)
+            return self._queue.take(min(self._max_batch_bytes, room), self._durable_end, active)
 
-    def _write(self, batch: _Batch) -> bool:
+    def _write(self, batch: Batch) -> bool:
         """Write a batch with one ``writev`` and fsync it once; on failure fail the writer."""
         try:
             self._storage.append(batch.file.name, batch.parts)
             if self._fsync:
                 self._storage.fsync(batch.file.name)
         except OSError as exc:
-            self._fail(exc)
+            self._fail(exc, batch)
             return False
         except Exception as exc:  # a storage bug must fail the appenders, not strand them
             LOG.exception("WAL %s: unexpected error in the syncer", self.location)
-            self._fail(exc)
+            self._fail(exc, batch)
             return False
         return True
 
-    def _publish(self, batch: _Batch) -> bool:
-        """Mark a written batch durable, wake its waiters; return whether the active file is full."""
-        end = batch.first_seq + batch.count
-        done: list[tuple[int, Future[int]]] = []
+    def _publish(self, batch: Batch) -> bool:
+        """Mark a written batch durable, roll if the file is full, then wake the batch's waiters.
+
+        Rolling before waking means that once an append returns, the file it landed in is no longer
+        active when it is full (so a ``trim`` right after can delete it). Returns whether the writer
+        is still healthy (a failed roll fails it; the batch itself is durable either way).
+        """
         with self._mu:
             batch.file.size_bytes += batch.size_bytes
             self._size_bytes += batch.size_bytes
-            self._durable_end = end
-            while self._futures:
-                seq = next(iter(self._futures))
-                if seq >= end:
-                    break
-                done.append((seq, self._futures.pop(seq)))
-            self._durable.notify_all()
+            self._durable_end = batch.first_seq + batch.count
             full = batch.file.size_bytes >= self._file_bytes
-        for seq, future in done:
-            future.set_result(seq)
-        return full
+        healthy = not full or self._roll_or_fail()
+        wake(batch.waiters, batch.first_seq)
+        return healthy
 
     def _roll_or_fail(self) -> bool:
         """Start a new active file at the next durable seq; on failure fail the writer.
@@ -272,19 +250,15 @@ class WalWriter:
             self._size_bytes += FILE_HEADER_SIZE
         return True
 
-    def _fail(self, exc: Exception) -> None:
-        """Fail the writer for good: every queued and later append raises."""
+    def _fail(self, exc: Exception, batch: Batch | None = None) -> None:
+        """Fail the writer for good: the in-flight ``batch``, every queued and every later append raise."""
         LOG.error("WAL %s: write failed, the writer stops: %s", self.location, exc)
         with self._mu:
             self._failure = exc
-            futures = list(self._futures.values())
-            self._futures.clear()
-            self._queue.clear()
-            self._durable.notify_all()
-        for future in futures:
-            error = WalError(f"WAL {self.location}: write failed: {exc}")
-            error.__cause__ = exc
-            future.set_exception(error)
+            waiters = (batch.waiters if batch is not None else []) + self._queue.clear()
+        error = WalError(f"WAL {self.location}: write failed: {exc}")
+        error.__cause__ = exc
+        wake(waiters, 0, error)
 
     # -- reading, trimming, closing -----------------------------------------------------------------
 

@@ -19,11 +19,11 @@ Invariants:
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from typing import TYPE_CHECKING, Annotated, Any
 
-import click
 import platformdirs
 import typer
 from rich.console import Console
@@ -49,6 +49,8 @@ __all__ = [
     "resolve_url",
 ]
 
+_PIPE_WIDTH = 200
+
 #: Exit code of a command that failed with an :class:`S3StreamError`.
 EXIT_ERROR = 1
 
@@ -67,8 +69,13 @@ def err_console() -> Console:
 
 
 def out_console() -> Console:
-    """A console on the current stdout, for tables and reports meant to be read."""
-    return Console(soft_wrap=False, highlight=False)
+    """A console on the current stdout, for tables and reports meant to be read.
+
+    When stdout is not a terminal (a pipe, a file, a test), lines may be wide: truncating table
+    cells there would lose the keys and numbers a script came for.
+    """
+    console = Console(highlight=False)
+    return console if console.is_terminal else Console(highlight=False, width=_PIPE_WIDTH)
 
 
 def one_line(text: str) -> str:
@@ -91,7 +98,7 @@ def report_error(exc: S3StreamError) -> None:
 class ErrorHandlingGroup(typer.core.TyperGroup):
     """The root command group: turns S3StreamError from any subcommand into one red line and exit 1."""
 
-    def invoke(self, ctx: click.Context) -> Any:
+    def invoke(self, ctx: Any) -> Any:  # typer's Context class lives in a private module
         try:
             return super().invoke(ctx)
         except S3StreamError as exc:
@@ -124,21 +131,30 @@ def parse_pairs(items: Iterable[str] | None, *, flag: str) -> dict[str, str]:
 
 
 @contextmanager
-def open_cli_store(url: str | None, options: Iterable[str] | None, **extra: Any) -> Iterator[Store]:
+def open_cli_store(url: str | None, options: Iterable[str] | None, *, writes: bool = False,
+                   **extra: Any) -> Iterator[Store]:
     """Open the store for one command (announcing it on stderr) and close it when the command ends.
 
-    ``extra`` is passed to :func:`s3stream.open_store` (``clock``, ``object_store``).
+    Args:
+        url: the store URL (None: the embedded default).
+        options: ``KEY=VALUE`` store settings.
+        writes: the command appends records (produce, serve). Other commands get a private, empty
+            local WAL directory (unless ``wal_dir`` is given): opening the shared one would replay a
+            WAL an earlier process left, claim its partitions (epoch commits, fence objects) and then
+            serve a stale writer's view instead of reading what other processes commit.
+        extra: passed to :func:`s3stream.open_store` (``clock``, ``object_store``).
     """
     from s3stream.objectstore.url import display_url
-    from s3stream.settings import StoreSettings
+    from s3stream.settings import StoreSettings, setting_name
     from s3stream.store import open_store
 
     resolved = resolve_url(url)
     settings = parse_pairs(options, flag="--option")
     StoreSettings.from_options(settings)  # reject unknown names first: never let one reach a parameter
     err_console().print(f"[dim]store: {escape(display_url(resolved))}[/]")
-    store = open_store(resolved, **extra, **settings)
-    try:
+    with ExitStack() as stack:
+        kwargs: dict[str, Any] = {**settings, **extra}
+        if not writes and not any(setting_name(k) == "wal_dir" for k in settings):
+            kwargs["wal_dir"] = stack.enter_context(tempfile.TemporaryDirectory(prefix="s3stream-reader-"))
+        store = stack.enter_context(open_store(resolved, **kwargs))
         yield store
-    finally:
-        store.close()

@@ -22,7 +22,6 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Annotated, TextIO
 
-import click
 import typer
 
 from s3stream.cli.common import OptionsOpt, UrlOpt, err_console, open_cli_store
@@ -152,7 +151,7 @@ def consume(
     """Print records as JSON lines on stdout: topic, partition, offset, timestamp, key, value, headers."""
     if sum([offset is not None, from_beginning, timestamp is not None]) > 1:
         raise InvalidRequest("give at most one of --offset, --from-beginning, --timestamp")
-    out = click.get_text_stream("stdout")
+    out = typer.get_text_stream("stdout")
     with open_cli_store(url, option) as store:
         parts = parse_partitions(partition, store.partitions(topic), topic)
         logs = [store.partition(topic, p) for p in parts]

@@ -16,7 +16,6 @@ import json
 from pathlib import Path
 from typing import Annotated
 
-import click
 import typer
 from rich.markup import escape
 from rich.table import Table
@@ -113,7 +112,7 @@ def dump(
     else:
         _render(report)
     if records:
-        out = click.get_text_stream("stdout")
+        out = typer.get_text_stream("stdout")
         for fixed, table in report.records:
             out.write(table_to_jsonl(table, fixed))
         out.flush()

@@ -19,11 +19,11 @@ says whether the caller must exit non-zero. Bytes that cannot even be framed (no
 
 from __future__ import annotations
 
-import crc32c
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import crc32c
 import pyarrow as pa
 
 from s3stream import layout
@@ -129,26 +129,34 @@ def _inspect_segment(data: bytes, source: str, key: str | None, objstore: Object
     else:
         report.checks.append(Check("page crcs + row groups vs footer index", True,
                                    f"{table.num_rows} records in {len(footer.row_groups)} row groups"))
-        report.records.append((_segment_log(key), table))
+        where = _segment_location(key)
+        report.records.append((_log_fields(f"{where[0]}/{where[1]}") if where else {}, table))
     report.checks.append(_manifest_check(key, objstore, object_crc, len(data)))
     return report
 
 
-def _segment_log(key: str | None) -> dict[str, Any]:
+def _segment_location(key: str | None) -> tuple[str, int] | None:
+    """``(topic_id, partition)`` of a segment key (``logs/{topic_id}/{partition}/segments/...``)."""
     parts = (key or "").split("/")
     if len(parts) == 5 and parts[0] == "logs" and parts[3] == "segments" and parts[2].isdigit():
-        return {"topic_id": parts[1], "partition": int(parts[2])}
-    return {}
+        return parts[1], int(parts[2])
+    return None
+
+
+def _log_fields(log_id: str) -> dict[str, Any]:
+    """The JSON fields naming a record's log: ``log`` and, when the id ends in one, ``partition``."""
+    tail = log_id.rsplit("/", 1)[-1]
+    return {"log": log_id, "partition": int(tail)} if tail.isdigit() else {"log": log_id}
 
 
 def _manifest_check(key: str | None, objstore: ObjectStore | None, object_crc: int, object_size: int) -> Check:
     """Compare the object's CRC32C with the one its partition manifest recorded."""
     name = "object crc32c vs manifest"
-    where = _segment_log(key)
-    if objstore is None or key is None or not where:
+    where = _segment_location(key)
+    if objstore is None or where is None:
         return Check(name, None, "not read from a store: no manifest to compare with")
-    mstore = manifest_store(objstore, topic="", topic_id=where["topic_id"], partition=where["partition"],
-                            clock=SystemClock(), ids=IdSource())
+    mstore = manifest_store(objstore, topic="", topic_id=where[0], partition=where[1], clock=SystemClock(),
+                            ids=IdSource())
     try:
         manifest = mstore.load_latest()
     except S3StreamError as exc:
@@ -179,7 +187,7 @@ def _inspect_wal(data: bytes, source: str, key: str | None) -> ObjectReport:
     }, "chunks")
     report.checks.append(Check("trailer + index crc32c + index invariants", True))
     report.checks.append(_key_check(key, index))
-    bad = 0
+    bad: list[str] = []
     for c in index.chunks:
         row: dict[str, Any] = {"log": c.log_id, "base offset": c.base_offset, "last offset": c.last_offset,
                                "records": c.record_count, "size bytes": c.size_bytes,
@@ -188,14 +196,15 @@ def _inspect_wal(data: bytes, source: str, key: str | None) -> ObjectReport:
         try:
             batch = decode_chunk(data[c.byte_start:c.byte_end], c, source=source)
         except CorruptData as exc:
-            bad += 1
-            row["status"] = f"CORRUPT: {exc}"
+            bad.append(f"{c.log_id}: {str(exc).removeprefix(source + ': ')}")
+            row["status"] = "CORRUPT"
         else:
             row["status"] = "ok"
-            report.records.append(({"log": c.log_id}, pa.Table.from_batches([batch])))
+            report.records.append((_log_fields(c.log_id), pa.Table.from_batches([batch])))
         report.parts.append(row)
-    report.checks.append(Check("chunk crc32c + records vs index", bad == 0 if index.chunks else None,
-                               f"{len(index.chunks) - bad} of {len(index.chunks)} chunks ok"))
+    n = len(index.chunks)
+    detail = f"{n - len(bad)} of {n} chunks ok" + (f"; corrupt: {'; '.join(bad)}" if bad else "")
+    report.checks.append(Check("chunk crc32c + records vs index", not bad if n else None, detail))
     return report
 
 

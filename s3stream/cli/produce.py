@@ -25,7 +25,6 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated
 
-import click
 import typer
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -48,7 +47,7 @@ _BATCH_OVERHEAD_BYTES = 61  # what one append adds to its records against max.me
 _PROGRESS_EVERY = 1000
 
 
-class InputFormat(str, enum.Enum):
+class InputFormat(enum.StrEnum):
     """How stdin is read."""
 
     lines = "lines"
@@ -187,11 +186,13 @@ def produce(
     """Append records read from stdin (lines or JSON lines); prints a summary on stderr."""
     if key_separator == "":
         raise InvalidRequest("--key-separator must not be empty")
-    stdin = click.get_binary_stream("stdin")
-    with open_cli_store(url, option) as store:
+    stdin = typer.get_binary_stream("stdin")
+    with open_cli_store(url, option, writes=True) as store:
         batcher = Batcher(store, topic)
         if partition is not None and partition >= batcher.partitions:
             raise UnknownTopic(f"topic {topic!r} has no partition {partition} (it has {batcher.partitions})")
+        if stdin.isatty():
+            err_console().print("[dim]reading records from stdin, one per line (Ctrl-D to end)[/]")
         try:
             _pump(parse_input(stdin, fmt, key_separator), batcher, partition)
         finally:

@@ -16,11 +16,14 @@ from types import FrameType
 from typing import Annotated
 
 import typer
+from rich.console import Console
 from rich.logging import RichHandler
 
 from s3stream.cli.common import OptionsOpt, UrlOpt, err_console, open_cli_store, out_console, parse_pairs
 
 __all__ = ["quickstart", "serve"]
+
+_LOG_WIDTH = 200
 
 
 @contextmanager
@@ -42,9 +45,13 @@ def _stop_on_signals(stop: threading.Event) -> Iterator[None]:
 
 
 def _configure_logging() -> None:
+    """INFO logs of the store on stderr (wide lines when stderr is a file: logs are grepped, not read)."""
     root = logging.getLogger("s3stream")
     if not any(isinstance(h, RichHandler) for h in root.handlers):
-        root.addHandler(RichHandler(console=err_console(), show_path=False))
+        console = err_console()
+        if not console.is_terminal:
+            console = Console(stderr=True, highlight=False, width=_LOG_WIDTH)
+        root.addHandler(RichHandler(console=console, show_path=False))
     root.setLevel(logging.INFO)
 
 
@@ -67,7 +74,7 @@ def serve(
     stop = threading.Event()
     if once:
         stop.set()
-    with open_cli_store(url, option) as store:
+    with open_cli_store(url, option, writes=True) as store:
         loop = ServeLoop(store, metrics_port=None if no_metrics else metrics_port, metrics_host=metrics_host,
                          gc_interval_ms=gc_interval_ms)
         if not once:

@@ -121,7 +121,7 @@ class SegmentReader:
         need = ["offset", *(c for c in out_cols if c != "offset")]
         if max_bytes is not None:
             need += [c for c in _SIZE_COLUMNS if c not in need]
-        with self._lock, self._decoding():
+        with self._lock, self._decoding(self._file):
             self._open()
             groups = self._groups()
             g = bisect.bisect_left(self._last_offsets, from_offset)
@@ -146,7 +146,7 @@ class SegmentReader:
         Timestamps need not be monotonic: the first row group whose max timestamp qualifies holds the
         answer (every earlier group has only smaller timestamps), and only its two index columns are read.
         """
-        with self._lock, self._decoding():
+        with self._lock, self._decoding(self._file):
             self._open()
             groups = self._groups()
             for g, info in enumerate(groups):
@@ -170,7 +170,7 @@ class SegmentReader:
         data = RangedFile(self._fetch, self._object_size, source=self._source).fetch(0, self._object_size)
         if verify_crc32c is not None and crc32c.crc32c(data) != verify_crc32c:
             raise CorruptData("segment object CRC32C mismatch", source=self._source)
-        with self._decoding():
+        with self._decoding(None):
             _verify_whole(data, self._source)
             pf = pq.ParquetFile(pa.BufferReader(data), page_checksum_verification=True, pre_buffer=False)
             footer = parse_footer(pf.metadata, pf.schema_arrow, self._object_size, source=self._source)
@@ -182,22 +182,27 @@ class SegmentReader:
     # -- internals ----------------------------------------------------------------------------------------
 
     @contextmanager
-    def _decoding(self) -> Iterator[None]:
-        """Turn any decode error into CorruptData(source), but let fetch errors through unchanged."""
-        self._file.fetch_error = None
+    def _decoding(self, file: RangedFile | None) -> Iterator[None]:
+        """Turn any decode error into CorruptData(source), but let errors of ``file``'s fetches through.
+
+        pyarrow may wrap an exception raised inside its reads of ``file``; the original is kept in
+        ``file.fetch_error`` (the caller holds the lock, so it is this call's).
+        """
+        if file is not None:
+            file.fetch_error = None
         try:
             yield
         except S3StreamError:
             raise
         except _DECODE_ERRORS as e:
-            if self._file.fetch_error is not None:
-                raise self._file.fetch_error from None
+            if file is not None and file.fetch_error is not None:
+                raise file.fetch_error from None
             raise CorruptData(f"cannot decode segment: {e}", source=self._source) from e
 
     def _open(self) -> None:
         if self._pf is not None:
             return
-        with self._decoding():
+        with self._decoding(self._file):
             self._prime_footer()
             pf = pq.ParquetFile(self._file, page_checksum_verification=True, pre_buffer=False)
             footer = parse_footer(pf.metadata, pf.schema_arrow, self._object_size, source=self._source)

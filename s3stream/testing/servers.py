@@ -44,8 +44,10 @@ __all__ = [
 TEST_ACCESS_KEY = "s3stream-test-access"
 TEST_SECRET_KEY = "s3stream-test-secret-0123456789"
 _READY_BUCKET = "s3stream-ready"
-_WEED_PORT_FLAGS = ("master.port", "master.port.grpc", "volume.port", "volume.port.grpc", "filer.port",
-                    "filer.port.grpc", "s3.port", "s3.port.grpc", "admin.port", "admin.port.grpc")
+# weed derives some gRPC ports as HTTP port + 10000 even when told otherwise (the mini admin worker
+# dials admin.port + 10000), so every component gets a pair (p, p + 10000), both free.
+_WEED_COMPONENTS = ("master", "volume", "filer", "s3", "admin")
+_GRPC_OFFSET = 10000
 
 
 class ServerError(RuntimeError):
@@ -57,18 +59,46 @@ def test_credentials_env() -> dict[str, str]:
     return {"AWS_ACCESS_KEY_ID": TEST_ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": TEST_SECRET_KEY}
 
 
-def free_ports(n: int) -> list[int]:
-    """``n`` distinct free TCP ports on 127.0.0.1 (held together while choosing, then released)."""
+def free_ports(n: int, *, paired_offset: int | None = None) -> list[int]:
+    """``n`` distinct free TCP ports on 127.0.0.1 (held together while choosing, then released).
+
+    With ``paired_offset``, each chosen port ``p`` also has ``p + paired_offset`` free (and held).
+    """
     socks: list[socket.socket] = []
+    chosen: list[int] = []
     try:
-        for _ in range(n):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
+        for _ in range(n * 200):
+            if len(chosen) == n:
+                break
+            sock = _bound_socket(0)
+            socks.append(sock)
+            port = sock.getsockname()[1]
+            if paired_offset is None:
+                chosen.append(port)
+                continue
+            if port + paired_offset > 65535:
+                continue
+            try:
+                socks.append(_bound_socket(port + paired_offset))
+            except OSError:
+                continue
+            chosen.append(port)
+        if len(chosen) < n:
+            raise ServerError(f"could not find {n} free ports on 127.0.0.1")
+        return chosen
     finally:
         for s in socks:
             s.close()
+
+
+def _bound_socket(port: int) -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.bind(("127.0.0.1", port))
+    except OSError:
+        sock.close()
+        raise
+    return sock
 
 
 @contextlib.contextmanager
@@ -126,7 +156,10 @@ def seaweedfs_server(tmpdir: str | Path, *, startup_timeout_s: float = 60.0,
     data_dir = Path(tmpdir) / "weed-data"
     data_dir.mkdir(parents=True, exist_ok=True)
     log_path = Path(tmpdir) / "weed.log"
-    ports = dict(zip(_WEED_PORT_FLAGS, free_ports(len(_WEED_PORT_FLAGS)), strict=True))
+    ports: dict[str, int] = {}
+    for name, port in zip(_WEED_COMPONENTS, free_ports(len(_WEED_COMPONENTS), paired_offset=_GRPC_OFFSET),
+                          strict=True):
+        ports[f"{name}.port"], ports[f"{name}.port.grpc"] = port, port + _GRPC_OFFSET
     endpoint = f"http://127.0.0.1:{ports['s3.port']}"
     env = {**os.environ, **test_credentials_env()}
     with log_path.open("wb") as log:
@@ -150,7 +183,7 @@ def _wait_until_ready(proc: subprocess.Popen[bytes], endpoint: str, log_path: Pa
     client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
                           aws_access_key_id=TEST_ACCESS_KEY, aws_secret_access_key=TEST_SECRET_KEY,
                           config=Config(s3={"addressing_style": "path"}, connect_timeout=2, read_timeout=5,
-                                        retries={"max_attempts": 1, "mode": "standard"}))
+                                        retries={"total_max_attempts": 1, "mode": "standard"}))
     deadline = clock.monotonic() + timeout_s
     try:
         while True:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -149,38 +150,39 @@ def test_a_reopened_store_sees_the_same_objects(tmp_path: Path) -> None:
 # -- put-if-absent across processes ---------------------------------------------------------------
 
 
-def _race_worker(root: str, key: str, ident: int, start: multiprocessing.synchronize.Event,
-                 results: multiprocessing.queues.Queue[tuple[int, str]]) -> None:
+def _race_worker(root: str, ident: int, rounds: int, barrier: multiprocessing.synchronize.Barrier,
+                 results: multiprocessing.queues.Queue[tuple[int, int, str]]) -> None:
     store = LocalObjectStore(root)
-    start.wait(30)
-    try:
-        store.put(key, f"process-{ident}".encode(), if_none_match=True)
-    except PreconditionFailed:
-        results.put((ident, "lost"))
-    else:
-        results.put((ident, "won"))
+    for r in range(rounds):
+        barrier.wait(30)  # both processes start each round together
+        try:
+            store.put(f"race/{r:020d}.json", f"process-{ident}".encode(), if_none_match=True)
+        except PreconditionFailed:
+            results.put((r, ident, "lost"))
+        else:
+            results.put((r, ident, "won"))
 
 
 def test_processes_racing_put_if_absent_have_one_winner(tmp_path: Path,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     # spawn (not fork: this process has threads) re-imports this module by name in each child, so
-    # the directory holding the ``contract`` test package must be on the children's sys.path.
-    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1]))
+    # the directory holding the ``contract`` test package must be on the children's sys.path (at the
+    # end: tests/wal must not shadow the real ``wal`` package). Two processes race many rounds, as
+    # starting a process costs far more than a round.
+    monkeypatch.setattr(sys, "path", [*sys.path, str(Path(__file__).resolve().parents[1])])
     ctx = multiprocessing.get_context("spawn")
-    n, rounds = 4, 3
-    start, results = ctx.Event(), ctx.Queue()
-    keys = [f"race/{r:020d}.json" for r in range(rounds)]
-    procs = [ctx.Process(target=_race_worker, args=(str(tmp_path), key, r * n + i, start, results))
-             for r, key in enumerate(keys) for i in range(n)]
+    n, rounds = 2, 25
+    barrier, results = ctx.Barrier(n), ctx.Queue()
+    procs = [ctx.Process(target=_race_worker, args=(str(tmp_path), i, rounds, barrier, results))
+             for i in range(n)]
     for p in procs:
         p.start()
-    start.set()
-    outcomes = [results.get(timeout=60) for _ in procs]
+    outcomes = [results.get(timeout=30) for _ in range(n * rounds)]
     for p in procs:
         p.join(30)
         assert p.exitcode == 0
     store = LocalObjectStore(tmp_path)
-    for r, key in enumerate(keys):
-        winners = [ident for ident, o in outcomes if o == "won" and ident // n == r]
+    for r in range(rounds):
+        winners = [ident for rr, ident, o in outcomes if rr == r and o == "won"]
         assert len(winners) == 1, f"round {r}: {len(winners)} winners"
-        assert store.get(key) == f"process-{winners[0]}".encode()
+        assert store.get(f"race/{r:020d}.json") == f"process-{winners[0]}".encode()

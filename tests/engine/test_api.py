@@ -25,8 +25,10 @@ def test_append_returns_consecutive_offsets(mem_url: str, tmp_path: Path) -> Non
         assert log.log_end_offset == 9
 
 
-def test_read_across_batches_segments_and_tiers(mem_url: str, tmp_path: Path) -> None:
-    with open_mem(mem_url, tmp_path) as store:
+@pytest.mark.parametrize("cache_bytes", [None, 0])
+def test_read_across_batches_segments_and_tiers(mem_url: str, tmp_path: Path, cache_bytes: int | None) -> None:
+    opts = {} if cache_bytes is None else {"cache_bytes": cache_bytes}  # 0: the tail cache is always evicted
+    with open_mem(mem_url, tmp_path, **opts) as store:
         store.create_topic("t", config={"segment.bytes": 400})
         log = store.partition("t", 0)
         expected: list[Record] = []

@@ -86,7 +86,7 @@ def test_fenced_in_ack_s3_mode_raises_on_append(mem_url: str, tmp_path: Path) ->
 
 
 def test_ack_s3_is_visible_to_other_stores_at_once(mem_url: str, tmp_path: Path) -> None:
-    with open_mem(mem_url, tmp_path, wal="w", ack="s3", flush_interval_ms=60_000) as writer, \
+    with open_mem(mem_url, tmp_path, wal="w", ack="s3", flush_interval_ms=20) as writer, \
             open_mem(mem_url, tmp_path, wal="r") as reader:
         writer.create_topic("t", partitions=3)
         for i in range(5):

@@ -175,3 +175,33 @@ def test_torn_local_wal_tail_is_truncated(mem_url: str, tmp_path: Path) -> None:
         assert log.append([Record(b"k", b"after")]).base_offset == 6
     with open_mem(mem_url, tmp_path) as again:
         assert [r.value for r in read_all(again.partition(TOPIC, 0))] == [*acked[:6], b"after"]
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
+@pytest.mark.parametrize("point", _SEAL_POINTS)
+def test_crash_kills_the_background_sealer(mem_url: str, tmp_path: Path, point: str) -> None:
+    """A size-triggered roll is sealed by the background thread; the crash kills that thread."""
+    import time
+
+    acked: dict[int, list[bytes]] = {p: [] for p in range(PARTS)}
+    cp = CrashPoints()
+    store = open_mem(mem_url, tmp_path, crash_points=cp)
+    store.create_topic(TOPIC, partitions=PARTS, config={"segment.bytes": 150})
+    for p in range(PARTS):
+        _append(store.partition(TOPIC, p), acked[p], 1)
+    cp.arm(point)
+    for _ in range(3):
+        for p in range(PARTS):
+            _append(store.partition(TOPIC, p), acked[p], 2)
+    deadline = time.monotonic() + 10
+    while cp.hits(point) == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert cp.hits(point) >= 1
+    abandon(store)
+    with open_mem(mem_url, tmp_path) as recovered:
+        _check(recovered, acked)
+        recovered.flush()
+        for p in range(PARTS):
+            assert all(s.sealed for s in recovered.partition(TOPIC, p).segments()[:-1])
+    with open_mem(mem_url, tmp_path, wal="elsewhere") as reader:
+        _check(reader, acked)

@@ -1,4 +1,9 @@
-"""Fixtures for the WAL tests: a memory storage and a writer factory that cleans up."""
+"""Fixtures for the WAL tests: a memory storage and a writer factory that cleans up.
+
+tests/wal deliberately has no ``__init__.py``: with one (and no ``tests/__init__.py``) pytest's importlib
+mode names this package ``wal``, the name of the real package under test. Without it the modules are
+``tests.wal.*``, and shared helpers are imported from ``tests.wal.wal_testkit``.
+"""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ from wal import MemoryWalStorage, WalLocked, WalWriter
 from wal.lock import DirLock
 
 ROOT = Path(__file__).resolve().parents[2]
-SPAWN_WAIT_S = 60.0
+SPAWN_WAIT_S = 20.0
 
 
 def hold_wal(directory: str, ready: Any, release: Any) -> None:

@@ -1,0 +1,246 @@
+"""Figures with their targets and verdicts, and the result files: JSON, a markdown summary, a rich table.
+
+A :class:`Figure` is one s3stream number next to the raw limit (or bound) it is judged against:
+``ratio = value / reference``, and the verdict compares the ratio with the target (``>= 0.5`` for
+throughputs, ``<= 2`` for latency, ``<= 1`` for bounds). The JSON file holds everything (machine,
+versions, parameters, effective store settings, raw limits, figures, raw measurements, the profile
+when one was taken); the markdown file is the human summary of the same data.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+__all__ = ["SCHEMA", "Figure", "build_figures", "print_table", "render_markdown", "write_results"]
+
+SCHEMA = "s3stream-benchmark-engine/1"
+MiB = 1 << 20
+#: Memory allowed above the process's baseline RSS and the configured buffers (interpreter arenas,
+#: thread stacks, Arrow and boto3 scratch, one WAL object being encoded).
+FIXED_MEMORY_OVERHEAD = 128 * MiB
+
+
+@dataclass(frozen=True, slots=True)
+class Figure:
+    """One measured figure, the reference it is judged against, and the verdict."""
+
+    key: str
+    title: str
+    value: float
+    unit: str
+    reference: float
+    reference_label: str
+    ratio: float
+    target: str
+    passed: bool
+    details: dict[str, Any]
+
+    @classmethod
+    def judge(cls, key: str, title: str, value: float, unit: str, reference: float, reference_label: str, *,
+              at_least: float | None = None, at_most: float | None = None,
+              details: dict[str, Any] | None = None) -> Figure:
+        """Build a figure whose ratio must be ``>= at_least`` or ``<= at_most``."""
+        ratio = value / reference if reference > 0 else float("inf")
+        if at_least is not None:
+            passed, target = ratio >= at_least, f"ratio >= {at_least:g}"
+        elif at_most is not None:
+            passed, target = ratio <= at_most, f"ratio <= {at_most:g}"
+        else:
+            raise ValueError("a figure needs at_least or at_most")
+        return cls(key, title, round(value, 3), unit, round(reference, 3), reference_label, round(ratio, 3),
+                   target, passed, details or {})
+
+
+def build_figures(raw: dict[str, Any], m: dict[str, Any], settings: dict[str, Any]) -> list[Figure]:
+    """The six figures of the engine benchmark from the raw limits and the measurements ``m``."""
+    disk, put = raw["disk_fsync_write"]["mb_per_s"], raw["put"]["mb_per_s"]
+    ingest, lat, memory = m["ingest"], m["latency"], m["memory"]
+    fsync_p99 = raw["fsync_latency"]["latency_ms"]["p99_ms"]
+    configured = settings["buffer_bytes"] + settings["cache_bytes"] + settings["flush_bytes"]
+    memory_limit = memory["baseline_rss_bytes"] + configured + FIXED_MEMORY_OVERHEAD
+    figures = [
+        Figure.judge("ingest_throughput", "Sustained ingest, ack=wal, flushed to target",
+                     ingest["payload_mb_per_s"], "MB/s", min(disk, put), "min(raw fsync'd disk, raw PUT)",
+                     at_least=0.5, details={"records_per_s": ingest["records_per_s"],
+                                            "acked_payload_mb_per_s": ingest["acked_payload_mb_per_s"]}),
+        Figure.judge("ack_latency_p99", "Append ack latency p99 at half load", lat["ack_latency_ms"]["p99_ms"],
+                     "ms", fsync_p99, "raw fsync p99 (4 KiB)", at_most=2.0,
+                     details={"p50_ms": lat["ack_latency_ms"]["p50_ms"], "p999_ms": lat["ack_latency_ms"]["p999_ms"],
+                              "achieved_payload_mb_per_s": lat["payload_mb_per_s"],
+                              "offered_payload_mb_per_s": lat["offered_payload_mb_per_s"]}),
+    ]
+    for key in ("put_cost_one", "put_cost_many"):
+        cost = m[key]
+        figures.append(Figure.judge(
+            f"puts_per_gib_{cost['partitions']}p", f"Data PUTs per GiB, {cost['partitions']} partition(s)",
+            cost["data_puts_per_gib"], "PUT/GiB", cost["bound_per_gib"], "1.1*(GiB/flush.bytes) + seals/GiB",
+            at_most=1.0, details={"puts": cost["puts"], "all_puts_per_gib": cost["all_puts_per_gib"]}))
+    figures += [
+        Figure.judge("sequential_read", "Sequential read of sealed segments (cold store)",
+                     m["read"]["payload_mb_per_s"], "MB/s", raw["ranged_get"]["mb_per_s"],
+                     f"raw ranged GET ({raw['ranged_get']['threads']} threads)", at_least=0.5,
+                     details={"single_stream_get_mb_per_s": raw["ranged_get_single"]["mb_per_s"]}),
+        Figure.judge("peak_rss", "Peak RSS during sustained ingest", memory["peak_rss_bytes"] / MiB, "MiB",
+                     memory_limit / MiB, "baseline + buffer + cache + flush + 128 MiB", at_most=1.0,
+                     details={"baseline_rss_mib": round(memory["baseline_rss_bytes"] / MiB, 1),
+                              "configured_buffers_mib": round(configured / MiB, 1)}),
+    ]
+    return figures
+
+
+def _fmt(x: float) -> str:
+    return f"{x:,.0f}" if abs(x) >= 100 else f"{x:,.2f}" if abs(x) >= 1 else f"{x:.3f}"
+
+
+def _rows(figures: list[Figure]) -> list[list[str]]:
+    return [[f.title, f"{_fmt(f.value)} {f.unit}", f"{_fmt(f.reference)} {f.unit}", f.reference_label,
+             f"{f.ratio:.2f}", f.target, "PASS" if f.passed else "FAIL"] for f in figures]
+
+
+_HEADERS = ["Figure", "s3stream", "Reference", "Reference is", "Ratio", "Target", "Result"]
+
+
+def print_table(console: Console, result: dict[str, Any]) -> None:
+    """Print the figures table (and the raw limits) with rich."""
+    figures = [Figure(**f) for f in result["figures"]]
+    table = Table(title=f"s3stream engine benchmark: {result['target']['spec']}", show_lines=False)
+    for h in _HEADERS:
+        table.add_column(h, overflow="fold")
+    for row in _rows(figures):
+        style = "green" if row[-1] == "PASS" else "red"
+        table.add_row(*row[:-1], f"[{style}]{row[-1]}[/{style}]")
+    console.print(table)
+    raw = Table(title="Raw limits (same run, same machine, same target)")
+    for h in ("Raw limit", "Value", "Detail"):
+        raw.add_column(h)
+    for row in _raw_rows(result["raw_limits"]):
+        raw.add_row(*row)
+    console.print(raw)
+
+
+def _raw_rows(raw: dict[str, Any]) -> list[list[str]]:
+    lat = raw["fsync_latency"]["latency_ms"]
+    put_lat = raw["put"]["latency_ms"]
+    return [
+        ["fsync'd sequential disk write", f"{raw['disk_fsync_write']['mb_per_s']:.1f} MB/s",
+         f"{raw['disk_fsync_write']['block_bytes'] // MiB} MiB blocks, fdatasync each"],
+        ["fsync latency (4 KiB append)", f"p50 {lat['p50_ms']:.3f} ms / p99 {lat['p99_ms']:.3f} ms",
+         f"{lat['count']} samples"],
+        ["concurrent PUT", f"{raw['put']['mb_per_s']:.1f} MB/s",
+         f"{raw['put']['threads']} threads x {raw['put']['object_bytes'] // MiB} MiB; "
+         f"p50 {put_lat['p50_ms']:.1f} ms / p99 {put_lat['p99_ms']:.1f} ms"],
+        ["concurrent ranged GET", f"{raw['ranged_get']['mb_per_s']:.1f} MB/s",
+         f"{raw['ranged_get']['threads']} threads x {raw['ranged_get']['range_bytes'] // MiB} MiB ranges"],
+        ["single-stream ranged GET", f"{raw['ranged_get_single']['mb_per_s']:.1f} MB/s",
+         f"1 thread x {raw['ranged_get_single']['range_bytes'] // MiB} MiB ranges (context only)"],
+    ]
+
+
+def _md_table(headers: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def render_markdown(result: dict[str, Any]) -> str:
+    """The markdown summary of a result (figures, raw limits, PUT breakdown, profile)."""
+    mach, params, m = result["machine"], result["parameters"], result["measurements"]
+    figures = [Figure(**f) for f in result["figures"]]
+    verdict = "all targets met" if result["passed"] else \
+        f"{sum(not f.passed for f in figures)} of {len(figures)} targets missed"
+    parts = [
+        f"# s3stream engine benchmark: `{result['target']['spec']}`",
+        "",
+        f"{result['started_at']} · {verdict} · {'quick' if params['quick'] else 'full'} run, "
+        f"ingest {params['duration_s']:g} s, wall {result['wall_seconds']:.0f} s",
+        "",
+        f"Machine: {mach['cores']} cores ({mach['cpu_model']}), {mach['memory_bytes'] / (1 << 30):.1f} GiB, "
+        f"{mach['platform']}, Python {mach['python']}; pyarrow {result['versions']['pyarrow']}, "
+        f"s3stream {result['versions']['s3stream']} ({(result['versions']['git_commit'] or '?')[:10]}).",
+        "",
+        "## Figures",
+        "",
+        _md_table(_HEADERS, _rows(figures)),
+        "",
+        "## Raw limits",
+        "",
+        _md_table(["Raw limit", "Value", "Detail"], _raw_rows(result["raw_limits"])),
+        "",
+        "## PUTs by kind",
+        "",
+        _md_table(["Run", "GiB", "ingest MB/s", "WAL objects", "segments", "manifests", "other",
+                   "one-time: fence / claims / WAL", "data PUT/GiB", "bound/GiB"],
+                  [_put_row(m[k]) for k in ("put_cost_one", "put_cost_many")]),
+        "",
+        "## Workload",
+        "",
+        _workload_text(params, m),
+    ]
+    for phase, profile in (result.get("profiles") or {}).items():
+        parts += ["", f"## Profile: {phase.replace('_', ' ')} (sampled stacks)", "", _profile_text(profile)]
+    return "\n".join(parts) + "\n"
+
+
+def _put_row(cost: dict[str, Any]) -> list[str]:
+    p, once = cost["puts"], cost["one_time_puts"]
+    return [f"{cost['partitions']} partition(s)", f"{cost['record_bytes_ingested'] / (1 << 30):.3f}",
+            f"{cost['ingest_payload_mb_per_s']:.1f}", str(p["wal_object"]), str(p["segment"]), str(p["manifest"]),
+            str(p["other"]), f"{once['fence']} / {once['manifest']} / {once['wal_object']}",
+            f"{cost['data_puts_per_gib']:.1f}", f"{cost['bound_per_gib']:.1f}"]
+
+
+def _workload_text(params: dict[str, Any], m: dict[str, Any]) -> str:
+    ing, lat, read = m["ingest"], m["latency"], m["read"]
+    return "\n".join([
+        f"- Sustained ingest: {params['producers']} producer threads, {params['partitions']} partitions, "
+        f"batches of {params['batch_records']} x {params['record_bytes']} B records; "
+        f"{ing['records_per_s']:,.0f} records/s flushed ({ing['acked_records_per_s']:,.0f} acked/s), "
+        f"{ing.get('wal_objects_put', '?')} WAL objects, {ing.get('sealed_segments', '?')} segments sealed; "
+        f"process CPU {ing['cpu'].get('process_cpu_cores', '?')} cores, machine "
+        f"{ing['cpu'].get('machine_busy_cores', '?')} cores busy.",
+        f"- Ack latency at half load: batches of {lat['batch_records']} records, offered "
+        f"{lat['offered_payload_mb_per_s']} MB/s, achieved {lat['payload_mb_per_s']} MB/s, "
+        f"p50 {lat['ack_latency_ms']['p50_ms']:.2f} / p99 {lat['ack_latency_ms']['p99_ms']:.2f} / "
+        f"p999 {lat['ack_latency_ms']['p999_ms']:.2f} ms over {lat['ack_latency_ms']['count']} appends.",
+        f"- Sequential read: {read['records']:,} records in {read['read_calls']} read_arrow calls of "
+        f"<= {read['read_max_bytes'] // MiB} MiB from {read['sealed_segments']} sealed segments; "
+        f"{read['object_mb_per_s']} MB/s of object bytes; process CPU {read['cpu'].get('process_cpu_cores', '?')} "
+        "cores.",
+        f"- Memory: peak RSS {m['memory']['peak_rss_bytes'] / MiB:.0f} MiB ({m['memory']['method']}), "
+        f"baseline before the store opened {m['memory']['baseline_rss_bytes'] / MiB:.0f} MiB.",
+        "- MB = 10^6 bytes of record payload (keys + values); PUT costs are per GiB of record bytes "
+        "(payload + 21 B per record, the unit of flush.bytes).",
+    ])
+
+
+_HARNESS_ROLES = frozenset({"bench-rss", "bench-progress", "bench-profiler", "MainThread", "Thread"})
+
+
+def _profile_text(profile: dict[str, Any], top: int = 8) -> str:
+    lines = [f"Sampled every {profile['interval_ms']:g} ms; share of each thread role's samples "
+             "(wall-clock: a blocked thread shows its innermost Python frame)."]
+    for role, info in profile["threads_by_role"].items():
+        if role in _HARNESS_ROLES:
+            continue
+        items = ", ".join(f"`{fn}` {pct}%" for fn, pct in info["top_self"][:top])
+        lines.append(f"- **{role}** ({info['samples']} samples), self: {items}")
+    return "\n".join(lines)
+
+
+def write_results(result: dict[str, Any], out: Path) -> Path:
+    """Write ``out`` (JSON) and the markdown summary beside it (same name, ``.md``); return the latter."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2, sort_keys=False, default=str) + "\n")
+    md = out.with_suffix(".md")
+    md.write_text(render_markdown(result))
+    return md
+
+
+def figures_as_dicts(figures: list[Figure]) -> list[dict[str, Any]]:
+    return [asdict(f) for f in figures]

@@ -1,0 +1,342 @@
+"""Retention benchmark: the S3 requests, manifest commits and wall time of retention passes at scale.
+
+Run ``python -m benchmarks.retention --profile s3-standard|s3-express|lan [--quick]``. Results go to
+``benchmarks/results/retention-<profile>[-quick].json`` and ``.md`` (``--out-dir`` to change).
+
+Setup (fast, no latency model): one topic of ``--partitions`` partitions (default 100), each holding
+``--segments`` sealed segments (default 100) of 10 records. Manifests are written directly with the
+manifest intents (``add_segment``), one commit per partition; every segment ref points at a small real
+Parquet segment object (segment ``j`` covers the same offsets in every partition, so one encoded
+object per ``j`` is PUT under every partition's key). Segment ``j``'s records are stamped so exactly
+the older half is past ``retention.ms`` at the pass's ``now``.
+
+Measured, each in a process (a fresh Store) that does not write the partitions, through
+``RecordingObjectStore(LatencyObjectStore(memory, profile))`` with seeded latencies:
+
+1. **deleting pass**: one ``Store.run_retention()`` in a freshly opened store (cold manifest caches),
+   which drops about half of the segments;
+2. **steady-state pass**: a second pass right after, which deletes nothing.
+
+For each: requests by kind (PUT/GET/HEAD/LIST/DELETE), and by key family (topic documents,
+manifests, WAL namespaces, segment objects), manifest commits (PUTs of manifest versions), segments
+and bytes deleted, and wall time. Nothing is estimated: every number is counted on the wire of the
+wrapper. Correctness is checked too (log start offsets and surviving segments); a wrong result
+makes the run exit 1.
+
+Benchmarks measure elapsed time with ``time.perf_counter`` (a measurement, not semantics); the store
+itself reads an injected ManualClock.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+import s3stream
+from s3stream import layout
+from s3stream.clock import ManualClock
+from s3stream.ids import IdSource
+from s3stream.manifest.intents import add_segment, compose
+from s3stream.manifest.model import SegmentRef
+from s3stream.manifest.versioned import manifest_store
+from s3stream.objectstore.memory import MemoryObjectStore
+from s3stream.records import Record, batch_from_records
+from s3stream.segment import encode_segment
+from s3stream.testing.latency import LATENCY_PROFILES, LatencyObjectStore
+from s3stream.testing.recording import KINDS, RecordingObjectStore
+
+__all__ = ["BenchConfig", "main", "run"]
+
+T0 = 1_700_000_000_000
+RECORDS_PER_SEGMENT = 10
+STEP_MS = 60_000  # segment j's records are stamped (segments - j) * STEP_MS before the pass's now
+TOPIC = "retention-bench"
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
+
+
+@dataclass(frozen=True, slots=True)
+class BenchConfig:
+    """One run's shape."""
+
+    profile: str
+    partitions: int
+    segments: int
+    seed: int
+    time_scale: float
+    quick: bool
+
+    @property
+    def retention_ms(self) -> int:
+        """Segments ``j < segments // 2`` are strictly older than this at the pass's ``now`` (R7)."""
+        return (self.segments - self.segments // 2) * STEP_MS
+
+
+# -- setup ---------------------------------------------------------------------------------------------
+
+
+def _segment_templates(cfg: BenchConfig) -> list[tuple[bytes, Any, int]]:
+    """``(object bytes, summary, first batch max ts)`` of segment ``j``: offsets ``[10j, 10j + 9]``."""
+    out = []
+    for j in range(cfg.segments):
+        base = j * RECORDS_PER_SEGMENT
+        ts = T0 - (cfg.segments - j) * STEP_MS
+        recs = [Record(b"key-%06d" % (base + i), b"value-%06d" % (base + i), ts) for i in range(RECORDS_PER_SEGMENT)]
+        table = pa.Table.from_batches([batch_from_records(recs, base, [ts] * len(recs))])
+        data, summary = encode_segment(table, base_offset=base, last_offset=base + RECORDS_PER_SEGMENT - 1,
+                                       first_batch_max_timestamp=ts, row_group_bytes=1 << 20)
+        out.append((data, summary, ts))
+    return out
+
+
+def _build(cfg: BenchConfig, url: str, raw: MemoryObjectStore, clock: ManualClock, wal_dir: str) -> dict[str, Any]:
+    """Create the topic and, per partition, PUT its segment objects and commit one manifest adding them."""
+    started = time.perf_counter()
+    ids = IdSource(cfg.seed)
+    templates = _segment_templates(cfg)
+    with s3stream.open_store(url, object_store=raw, clock=clock, ids=ids, probe=False, wal_dir=wal_dir) as store:
+        store.create_topic(TOPIC, partitions=cfg.partitions,
+                           config={"retention.ms": cfg.retention_ms, "cleanup.policy": "delete"})
+        topic_id = store.runtime.catalog.get(TOPIC).topic_id
+    for p in range(cfg.partitions):
+        refs = []
+        for data, s, first_ts in templates:
+            key = layout.segment_key(topic_id, p, s.base_offset, ids.ulid(clock.now_ms()))
+            raw.put(key, data)
+            refs.append(SegmentRef(key=key, base_offset=s.base_offset, last_offset=s.last_offset,
+                                   size_bytes=s.size_bytes, object_size=s.object_size, record_count=s.record_count,
+                                   max_timestamp=s.max_timestamp, first_batch_max_timestamp=first_ts,
+                                   created_ms=clock.now_ms(), crc32c=s.crc32c))
+        vstore = manifest_store(raw, topic=TOPIC, topic_id=topic_id, partition=p, clock=clock, ids=ids)
+        vstore.commit(compose(*(add_segment(ref, None) for ref in refs)))
+    return {"build_wall_s": round(time.perf_counter() - started, 3), "topic_id": topic_id,
+            "segment_object_bytes": sum(len(t[0]) for t in templates) * cfg.partitions}
+
+
+# -- measuring ------------------------------------------------------------------------------------------
+
+
+def _family(key: str) -> str:
+    if key.startswith("topics/"):
+        return "topic_document"
+    if key.startswith("wal/"):
+        return "wal_namespace"
+    if "/manifest/" in key:
+        return "manifest"
+    if "/segments/" in key:
+        return "segment_object"
+    return "other"
+
+
+def _requests(rec: RecordingObjectStore) -> dict[str, Any]:
+    by_family: Counter[str] = Counter()
+    for op, key, _size in rec.log:
+        by_family[f"{op} {_family(key)}"] += 1
+    commits = sum(1 for op, key, _ in rec.log if op == "PUT" and "/manifest/" in key)
+    # a failed GET is logged with size 0 (no object is ever empty here): the 404s of manifest probes
+    misses = sum(1 for op, _key, size in rec.log if op == "GET" and size == 0)
+    counts = rec.counts()
+    return {"by_kind": counts, "total": sum(counts.values()), "by_kind_and_family": dict(sorted(by_family.items())),
+            "manifest_commits": commits, "get_misses": misses}
+
+
+class _SleepLog(ManualClock):
+    """A clock that records pacing sleeps instead of sleeping."""
+
+    def __init__(self) -> None:
+        super().__init__(T0)
+        self.slept: list[float] = []
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+
+
+def model_charges_misses(profile: str) -> bool:
+    """Whether the latency model charges a round trip for a GET that fails (404), as S3 does."""
+    clock = _SleepLog()
+    store = LatencyObjectStore(MemoryObjectStore(clock=clock), profile, clock=clock, ids=IdSource(0))
+    try:
+        store.get("missing")
+    except FileNotFoundError:
+        pass
+    return bool(clock.slept)
+
+
+def _pass(store: s3stream.Store, rec: RecordingObjectStore, cfg: BenchConfig) -> dict[str, Any]:
+    rec.reset()
+    started, cpu_started = time.perf_counter(), time.process_time()
+    report = store.run_retention()
+    wall, cpu = time.perf_counter() - started, time.process_time() - cpu_started
+    req = _requests(rec)
+    uncharged = 0.0
+    if not model_charges_misses(cfg.profile):
+        uncharged = req["get_misses"] * LATENCY_PROFILES[cfg.profile].get.p50_ms * cfg.time_scale / 1000
+    return {
+        "wall_s": round(wall, 3),
+        "process_cpu_s": round(cpu, 3),  # the rest of the wall time is (modelled) waiting on requests
+        "uncharged_get_miss_latency_p50_s": round(uncharged, 3),
+        "wall_ms_per_partition": round(wall * 1000 / cfg.partitions, 2),
+        "requests": req,
+        "requests_per_partition": round(req["total"] / cfg.partitions, 2),
+        "partitions_checked": report.partitions_checked,
+        "partitions_changed": report.partitions_changed,
+        "segments_deleted": report.segments_deleted,
+        "bytes_deleted": report.bytes_deleted,
+        "by_reason": report.by_reason,
+    }
+
+
+def _check(store: s3stream.Store, cfg: BenchConfig) -> list[str]:
+    """What must hold after the deleting pass; returns the problems found (empty when correct)."""
+    expired = cfg.segments // 2
+    problems = []
+    for p in range(cfg.partitions):
+        m = store.partition(TOPIC, p).manifest(refresh=True)  # not counted: each pass resets the counts
+        if m.log_start_offset != expired * RECORDS_PER_SEGMENT or len(m.segments) != cfg.segments - expired:
+            problems.append(f"partition {p}: log start {m.log_start_offset}, {len(m.segments)} segments left")
+        if len(m.removed) != expired:
+            problems.append(f"partition {p}: {len(m.removed)} removed objects pending, expected {expired}")
+    return problems
+
+
+def run(cfg: BenchConfig, *, work_dir: str) -> dict[str, Any]:
+    """Build the store, then measure the deleting pass and the steady-state pass."""
+    clock = ManualClock(T0)
+    name = f"bench-retention-{IdSource().ulid(T0).lower()}"
+    url = f"memory://{name}"
+    try:
+        raw = MemoryObjectStore(name, clock=clock)
+        setup = _build(cfg, url, raw, clock, f"{work_dir}/build")
+        latency = LatencyObjectStore(MemoryObjectStore(name, clock=clock), cfg.profile, clock=clock,
+                                     ids=IdSource(cfg.seed), time_scale=cfg.time_scale)
+        rec = RecordingObjectStore(latency, log_size=10_000_000)
+        with s3stream.open_store(url, object_store=rec, clock=clock, ids=IdSource(cfg.seed + 1), probe=False,
+                                 wal_dir=f"{work_dir}/pass") as store:
+            deleting = _pass(store, rec, cfg)
+            problems = _check(store, cfg)
+            steady = _pass(store, rec, cfg)
+        if steady["segments_deleted"] != 0:
+            problems.append(f"the steady-state pass deleted {steady['segments_deleted']} segments")
+    finally:
+        MemoryObjectStore.drop_namespace(name)
+    return {"benchmark": "retention", "config": _config_dict(cfg), "setup": setup,
+            "deleting_pass": deleting, "steady_state_pass": steady, "problems": problems,
+            "environment": _environment(work_dir)}
+
+
+def _config_dict(cfg: BenchConfig) -> dict[str, Any]:
+    prof = LATENCY_PROFILES[cfg.profile]
+    return {"profile": cfg.profile, "partitions": cfg.partitions, "segments_per_partition": cfg.segments,
+            "segments_total": cfg.partitions * cfg.segments, "records_per_segment": RECORDS_PER_SEGMENT,
+            "retention_ms": cfg.retention_ms, "expected_deleted": cfg.partitions * (cfg.segments // 2),
+            "seed": cfg.seed, "time_scale": cfg.time_scale, "quick": cfg.quick,
+            "latency_p50_ms": {op: getattr(prof, op).p50_ms for op in ("get", "put", "head", "list", "delete")},
+            "latency_p99_ms": {op: getattr(prof, op).p99_ms for op in ("get", "put", "head", "list", "delete")}}
+
+
+def _environment(work_dir: str) -> dict[str, Any]:
+    try:
+        from benchmarks.measure import machine_info, versions
+    except ImportError:  # the harness helpers are another module's; the run does not depend on them
+        return {}
+    return {"machine": machine_info(work_dir), "versions": versions()}
+
+
+# -- reporting --------------------------------------------------------------------------------------------
+
+
+def to_markdown(result: dict[str, Any]) -> str:
+    """A human summary of ``result`` (the JSON holds everything)."""
+    c = result["config"]
+    lines = [f"# Retention benchmark: {c['profile']}{' (quick)' if c['quick'] else ''}", "",
+             f"{c['partitions']} partitions x {c['segments_per_partition']} sealed segments "
+             f"({c['segments_total']} segments), retention.ms={c['retention_ms']} so "
+             f"{c['expected_deleted']} segments expire; latency profile `{c['profile']}` "
+             f"(time scale {c['time_scale']}); passes run in a process that does not write the partitions.", "",
+             "| pass | wall s | CPU s | ms/partition | requests | PUT | GET | HEAD | LIST | DELETE | manifest commits "
+             "| partitions changed | segments deleted |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for label, key in (("deleting (cold caches)", "deleting_pass"), ("steady state", "steady_state_pass")):
+        p = result[key]
+        k = p["requests"]["by_kind"]
+        cells = [label, p["wall_s"], p["process_cpu_s"], p["wall_ms_per_partition"], p["requests"]["total"],
+                 *(k[kind] for kind in KINDS), p["requests"]["manifest_commits"], p["partitions_changed"],
+                 p["segments_deleted"]]
+        lines.append("| " + " | ".join(str(c) for c in cells) + " |")
+    lines += ["", "Notes:", "", *_notes(result)]
+    lines += ["", "Requests by kind and key family:", ""]
+    for label, key in (("deleting", "deleting_pass"), ("steady state", "steady_state_pass")):
+        fam = result[key]["requests"]["by_kind_and_family"]
+        lines.append(f"- {label}: " + ", ".join(f"{k}: {v}" for k, v in fam.items()))
+    problems = result["problems"]
+    lines += ["", "Correctness: " + ("OK (log starts and surviving segments as expected)" if not problems
+                                    else "FAILED: " + "; ".join(problems[:10])), ""]
+    return "\n".join(lines)
+
+
+def _notes(result: dict[str, Any]) -> list[str]:
+    """What the numbers mean, derived from what was measured."""
+    out = []
+    for label, key in (("deleting", "deleting_pass"), ("steady state", "steady_state_pass")):
+        p = result[key]
+        fam = p["requests"]["by_kind_and_family"]
+        lists = {k.split(" ", 1)[1]: v for k, v in fam.items() if k.startswith("LIST ")}
+        if lists:
+            out.append(f"- {label}: LIST requests by key family: {lists} (topic_document: the pass lists "
+                       "`topics/` to discover topics; manifest: a fresh process finds each partition's "
+                       "latest manifest version by LIST once, then probes with GET).")
+        if p["uncharged_get_miss_latency_p50_s"]:
+            out.append(f"- {label}: {p['requests']['get_misses']} GETs were 404s (probes for the next manifest or "
+                       "topic-document version), which the "
+                       "latency model does not charge (s3stream/testing/latency.py sleeps only after a "
+                       "successful GET); at the p50 GET latency they would add about "
+                       f"{p['uncharged_get_miss_latency_p50_s']} s to the wall time above.")
+    out.append("- Partitions are visited one after another, so the wall time is about the sum of the "
+               "request latencies of all partitions.")
+    return out
+
+
+def _parse(argv: list[str] | None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.retention", description=__doc__.split("\n")[0])
+    ap.add_argument("--profile", choices=sorted(LATENCY_PROFILES), default="s3-standard")
+    ap.add_argument("--quick", action="store_true", help="a small run: 10 partitions x 10 segments")
+    ap.add_argument("--partitions", type=int, default=None)
+    ap.add_argument("--segments", type=int, default=None, help="sealed segments per partition")
+    ap.add_argument("--seed", type=int, default=42)
+    ap.add_argument("--time-scale", type=float, default=1.0, help="multiply every modelled latency")
+    ap.add_argument("--out-dir", default=str(RESULTS_DIR))
+    return ap.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark, write JSON + markdown results, print the summary; 1 if a check failed."""
+    args = _parse(argv)
+    partitions = args.partitions or (10 if args.quick else 100)
+    segments = args.segments or (10 if args.quick else 100)
+    if partitions < 1 or segments < 2:
+        print("need --partitions >= 1 and --segments >= 2", file=sys.stderr)
+        return 2
+    cfg = BenchConfig(args.profile, partitions, segments, args.seed, args.time_scale, args.quick)
+    with tempfile.TemporaryDirectory(prefix="s3stream-retention-bench-") as work_dir:
+        result = run(cfg, work_dir=work_dir)
+    out = Path(args.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    stem = f"retention-{cfg.profile}{'-quick' if cfg.quick else ''}"
+    (out / f"{stem}.json").write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
+    md = to_markdown(result)
+    (out / f"{stem}.md").write_text(md)
+    print(md)
+    print(f"results: {out / stem}.json, {out / stem}.md")
+    return 1 if result["problems"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

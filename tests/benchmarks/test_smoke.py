@@ -1,0 +1,93 @@
+"""Smoke test of the engine benchmark: the whole harness, tiny settings, the `file` target.
+
+It checks the run completes, leaves nothing behind, and writes result files of the documented shape
+(every raw limit, every figure with its reference, target and verdict), not the figures' values:
+a few hundred milliseconds per phase on a shared machine say nothing about performance.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from benchmarks.engine import run_engine_benchmark
+from benchmarks.params import MiB, make_params
+from benchmarks.report import SCHEMA
+
+pytestmark = pytest.mark.benchmark
+
+ROOT = Path(__file__).resolve().parents[2]
+
+TINY = {
+    "duration_s": 1.0, "latency_seconds": 0.5, "raw_seconds": 0.3, "fsync_seconds": 0.2,
+    "partitions": 2, "producers": 2, "batch_records": 50, "latency_batch_records": 20,
+    "segment_bytes": 1 * MiB, "cost_bytes": 4 * MiB, "many_partitions": 20, "read_max_bytes": 1 * MiB,
+    "put_threads": 2, "put_object_bytes": 1 * MiB, "get_range_bytes": 256 * 1024, "disk_block_bytes": 1 * MiB,
+    "record_pool_bytes": 1 * MiB, "progress": False,
+}
+
+FIGURE_KEYS = {"ingest_throughput", "ack_latency_p99", "puts_per_gib_1p", "puts_per_gib_20p", "sequential_read",
+               "peak_rss"}
+
+
+def test_engine_benchmark_writes_result_files_of_the_documented_shape(tmp_path: Path) -> None:
+    out = tmp_path / "results" / "engine-file.json"
+    work = tmp_path / "work"
+    params = make_params("file", out, quick=True, work_dir=work, profile=True, **TINY)
+    console_text = io.StringIO()
+
+    returned = run_engine_benchmark(params, Console(file=console_text, width=200))
+
+    result = json.loads(out.read_text())
+    assert result == json.loads(json.dumps(returned, default=str))
+    assert result["schema"] == SCHEMA
+    assert result["target"]["spec"] == "file"
+    assert {"cores", "memory_bytes", "python", "platform", "cpu_model"} <= result["machine"].keys()
+    assert {"s3stream", "pyarrow", "boto3", "python"} <= result["versions"].keys()
+    assert result["parameters"]["many_partitions"] == 20
+    assert result["store_settings"]["ack"] == "wal"
+    raw = result["raw_limits"]
+    assert set(raw) == {"disk_fsync_write", "fsync_latency", "put", "ranged_get", "ranged_get_single"}
+    for limit in raw.values():
+        assert limit["mb_per_s"] > 0 and limit["requests"] > 0
+    assert raw["fsync_latency"]["latency_ms"]["p99_ms"] >= raw["fsync_latency"]["latency_ms"]["p50_ms"] > 0
+    figures = {f["key"]: f for f in result["figures"]}
+    assert set(figures) == FIGURE_KEYS
+    for f in figures.values():
+        assert f["value"] > 0 and f["reference"] > 0 and isinstance(f["passed"], bool)
+        assert f["ratio"] == pytest.approx(f["value"] / f["reference"], rel=0.01, abs=0.002)
+        assert f["target"].startswith("ratio ")
+    assert result["passed"] == all(f["passed"] for f in figures.values())
+    m = result["measurements"]
+    assert m["read"]["records"] == m["read"]["log_end_offset"] - m["read"]["log_start_offset"] > 0
+    assert m["read"]["unsealed_records"] == 0
+    assert m["put_cost_many"]["one_time_puts"]["manifest"] == 20  # one writer claim per partition
+    assert m["put_cost_one"]["puts"]["manifest"] == m["put_cost_one"]["puts"]["segment"]  # one per seal
+    assert m["latency"]["ack_latency_ms"]["count"] > 0
+    assert {"sustained_ingest", "latency_at_half_load", "sequential_read"} <= result["profiles"].keys()
+    markdown = out.with_suffix(".md").read_text()
+    assert "| Sustained ingest, ack=wal, flushed to target |" in markdown and "## Raw limits" in markdown
+    assert "Sustained ingest" in console_text.getvalue()
+    assert not any(work.iterdir()), "the run's scratch directory must be removed"
+
+
+def test_cli_help_names_the_engine_command() -> None:
+    proc = subprocess.run([sys.executable, "-m", "benchmarks", "engine", "--help"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert "--target" in proc.stdout and "--duration" in proc.stdout and "--quick" in proc.stdout
+
+
+def test_cli_rejects_an_unknown_target_without_a_traceback(tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, "-m", "benchmarks", "engine", "--target", "ftp", "--no-progress",
+                           "--out", str(tmp_path / "x.json"), "--work-dir", str(tmp_path)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 2
+    assert "unknown target 'ftp'" in proc.stdout
+    assert not (tmp_path / "x.json").exists()

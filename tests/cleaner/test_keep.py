@@ -1,0 +1,124 @@
+"""The keep rules over Arrow: C-KEEP1 and the two-phase tombstone C-TOMB1-3 (T23, T24, D05)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pyarrow as pa
+
+from cleaner.keep import retain
+from cleaner.offsetmap import MAP_SCHEMA, OffsetMap
+from s3stream.records import RECORD_SCHEMA
+
+NOW = 5_000
+DR = 1_000
+
+
+def table(rows: Sequence[tuple[int, str | None, str | None, int | None]]) -> pa.Table:
+    """(offset, key, value, horizon) rows; timestamps are all 1 (old: irrelevant to horizons, T24)."""
+    return pa.Table.from_pylist([
+        {"offset": o, "timestamp": 1, "key": None if k is None else k.encode(),
+         "value": None if v is None else v.encode(), "headers": None, "horizon_ms": h} for o, k, v, h in rows],
+        schema=RECORD_SCHEMA)
+
+
+def omap(entries: dict[str, int], latest: int) -> OffsetMap:
+    t = pa.table({"key": [k.encode() for k in entries], "map_offset": list(entries.values())}, schema=MAP_SCHEMA)
+    return OffsetMap(t, latest, False, 100)
+
+
+def kept(t: pa.Table) -> list[tuple[int, str | None, int | None]]:
+    return [(r["offset"], None if r["value"] is None else r["value"].decode(), r["horizon_ms"])
+            for r in t.to_pylist()]
+
+
+def test_superseded_values_are_dropped_latest_kept() -> None:
+    t = table([(0, "a", "1", None), (1, "b", "1", None), (2, "a", "2", None)])
+    out, stats = retain(t, omap({"a": 2, "b": 1}, 2), now_ms=NOW, delete_retention_ms=DR)
+    assert kept(out) == [(1, "1", None), (2, "2", None)]
+    assert (stats.records_read, stats.records_kept, stats.records_removed) == (3, 2, 1)
+
+
+def test_keys_absent_from_the_map_are_kept() -> None:
+    t = table([(0, "old", "x", None), (1, "a", "1", None)])
+    out, _ = retain(t, omap({"a": 1}, 1), now_ms=NOW, delete_retention_ms=DR)
+    assert [r[0] for r in kept(out)] == [0, 1]
+
+
+def test_records_above_the_map_are_copied_untouched() -> None:
+    # duplicates and unkeyed records past latest_offset stay (C-KEEP1 first check; checklist 4)
+    t = table([(0, "a", "1", None), (5, "a", "2", None), (6, None, "u", None), (7, "a", "3", None)])
+    out, stats = retain(t, omap({"a": 0}, 4), now_ms=NOW, delete_retention_ms=DR)
+    assert [r[0] for r in kept(out)] == [0, 5, 6, 7]
+    assert stats.invalid_dropped == 0
+
+
+def test_unkeyed_records_in_the_cleaned_range_are_dropped_and_counted() -> None:
+    t = table([(0, None, "u", None), (1, "a", "1", None), (2, None, "v", None)])
+    out, stats = retain(t, omap({"a": 1}, 2), now_ms=NOW, delete_retention_ms=DR)
+    assert [r[0] for r in kept(out)] == [1]
+    assert stats.invalid_dropped == 2
+
+
+def test_empty_value_is_not_a_tombstone() -> None:
+    t = table([(0, "a", "", None)])
+    out, stats = retain(t, omap({"a": 0}, 0), now_ms=NOW, delete_retention_ms=DR)
+    assert kept(out) == [(0, "", None)]
+    assert stats.horizons_stamped == 0
+
+
+def test_tombstone_phase_one_stamps_now_plus_delete_retention() -> None:
+    t = table([(0, "a", "1", None), (1, "a", None, None)])
+    out, stats = retain(t, omap({"a": 1}, 1), now_ms=NOW, delete_retention_ms=DR)
+    assert kept(out) == [(1, None, NOW + DR)]          # T24: based on the clean time, not the timestamp
+    assert stats.horizons_stamped == 1 and stats.tombstones_dropped == 0
+
+
+def test_tombstone_phase_two_drops_at_and_after_the_horizon_only() -> None:
+    t = table([(1, "a", None, NOW + 1)])
+    m = omap({}, 1)
+    assert kept(retain(t, m, now_ms=NOW, delete_retention_ms=DR)[0]) == [(1, None, NOW + 1)]
+    out, stats = retain(t, m, now_ms=NOW + 1, delete_retention_ms=DR)
+    assert kept(out) == [] and stats.tombstones_dropped == 1
+    assert kept(retain(t, m, now_ms=NOW + 50, delete_retention_ms=DR)[0]) == []
+
+
+def test_existing_horizon_is_never_restamped() -> None:
+    t = table([(1, "a", None, NOW + 10)])
+    out, stats = retain(t, omap({"a": 1}, 1), now_ms=NOW, delete_retention_ms=DR)
+    assert kept(out) == [(1, None, NOW + 10)] and stats.horizons_stamped == 0
+
+
+def test_d05_superseded_tombstone_is_dropped_at_once() -> None:
+    t = table([(0, "a", None, None), (1, "a", "back", None)])
+    out, stats = retain(t, omap({"a": 1}, 1), now_ms=NOW, delete_retention_ms=DR)
+    assert kept(out) == [(1, "back", None)]
+    assert stats.tombstones_dropped == 1 and stats.horizons_stamped == 0
+
+
+def test_t23_tombstone_in_the_dirty_range_removes_earlier_values() -> None:
+    t = table([(0, "a", "1", None), (1, "b", "1", None), (2, "a", None, None)])
+    out, _ = retain(t, omap({"a": 2}, 2), now_ms=NOW, delete_retention_ms=DR)
+    assert kept(out) == [(1, "1", None), (2, None, NOW + DR)]
+
+
+def test_tombstone_above_the_map_is_kept_and_stamped() -> None:
+    t = table([(3, "a", None, None)])
+    out, _ = retain(t, omap({}, 1), now_ms=NOW, delete_retention_ms=DR)
+    assert kept(out) == [(3, None, NOW + DR)]
+
+
+def test_empty_table() -> None:
+    out, stats = retain(table([]), omap({}, 0), now_ms=NOW, delete_retention_ms=DR)
+    assert out.num_rows == 0 and stats.records_read == 0
+
+
+def test_order_timestamps_and_headers_are_preserved() -> None:
+    t = pa.Table.from_pylist([
+        {"offset": 10, "timestamp": 7, "key": b"x", "value": b"1", "headers": [{"key": "h", "value": b"v"}],
+         "horizon_ms": None},
+        {"offset": 12, "timestamp": 3, "key": b"y", "value": b"2", "headers": None, "horizon_ms": None},
+    ], schema=RECORD_SCHEMA)
+    out, _ = retain(t, omap({"x": 10, "y": 12}, 12), now_ms=NOW, delete_retention_ms=DR)
+    assert out.to_pylist() == t.to_pylist()
+    assert out.schema.equals(RECORD_SCHEMA)
