@@ -15,7 +15,9 @@ Measured, each in a process (a fresh Store) that does not write the partitions, 
 
 1. **deleting pass**: one ``Store.run_retention()`` in a freshly opened store (cold manifest caches),
    which drops about half of the segments;
-2. **steady-state pass**: a second pass right after, which deletes nothing.
+2. **steady-state pass**: a second pass right after, which deletes nothing;
+3. **warm deleting pass**: the clock moves so another quarter of the segments expires, and a third
+   pass in the same (now warm) process drops them: what a long-running process pays per deletion.
 
 For each: requests by kind (PUT/GET/HEAD/LIST/DELETE), and by key family (topic documents,
 manifests, WAL namespaces, segment objects), manifest commits (PUTs of manifest versions), segments
@@ -61,6 +63,8 @@ RECORDS_PER_SEGMENT = 10
 STEP_MS = 60_000  # segment j's records are stamped (segments - j) * STEP_MS before the pass's now
 TOPIC = "retention-bench"
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
+PHASES = (("deleting (fresh process, cold caches)", "deleting_pass"), ("steady state", "steady_state_pass"),
+          ("deleting again (warm caches)", "warm_deleting_pass"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,13 +227,17 @@ def run(cfg: BenchConfig, *, work_dir: str) -> dict[str, Any]:
             deleting = _pass(store, rec, cfg)
             problems = _check(store, cfg)
             steady = _pass(store, rec, cfg)
+            clock.advance(cfg.segments // 4 * STEP_MS)  # another quarter of the segments expires
+            warm = _pass(store, rec, cfg)
         if steady["segments_deleted"] != 0:
             problems.append(f"the steady-state pass deleted {steady['segments_deleted']} segments")
+        if warm["segments_deleted"] != cfg.partitions * (cfg.segments // 4):
+            problems.append(f"the warm deleting pass deleted {warm['segments_deleted']} segments")
     finally:
         MemoryObjectStore.drop_namespace(name)
     return {"benchmark": "retention", "config": _config_dict(cfg), "setup": setup,
-            "deleting_pass": deleting, "steady_state_pass": steady, "problems": problems,
-            "environment": _environment(work_dir)}
+            "deleting_pass": deleting, "steady_state_pass": steady, "warm_deleting_pass": warm,
+            "problems": problems, "environment": _environment(work_dir)}
 
 
 def _config_dict(cfg: BenchConfig) -> dict[str, Any]:
@@ -259,12 +267,13 @@ def to_markdown(result: dict[str, Any]) -> str:
     lines = [f"# Retention benchmark: {c['profile']}{' (quick)' if c['quick'] else ''}", "",
              f"{c['partitions']} partitions x {c['segments_per_partition']} sealed segments "
              f"({c['segments_total']} segments), retention.ms={c['retention_ms']} so "
-             f"{c['expected_deleted']} segments expire; latency profile `{c['profile']}` "
-             f"(time scale {c['time_scale']}); passes run in a process that does not write the partitions.", "",
+             f"{c['expected_deleted']} segments expire (then another quarter, for the warm pass); "
+             f"latency profile `{c['profile']}` (time scale {c['time_scale']}); the passes run in a process "
+             "that does not write the partitions.", "",
              "| pass | wall s | CPU s | ms/partition | requests | PUT | GET | HEAD | LIST | DELETE | manifest commits "
              "| partitions changed | segments deleted |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    for label, key in (("deleting (cold caches)", "deleting_pass"), ("steady state", "steady_state_pass")):
+    for label, key in PHASES:
         p = result[key]
         k = p["requests"]["by_kind"]
         cells = [label, p["wall_s"], p["process_cpu_s"], p["wall_ms_per_partition"], p["requests"]["total"],
@@ -273,7 +282,7 @@ def to_markdown(result: dict[str, Any]) -> str:
         lines.append("| " + " | ".join(str(c) for c in cells) + " |")
     lines += ["", "Notes:", "", *_notes(result)]
     lines += ["", "Requests by kind and key family:", ""]
-    for label, key in (("deleting", "deleting_pass"), ("steady state", "steady_state_pass")):
+    for label, key in PHASES:
         fam = result[key]["requests"]["by_kind_and_family"]
         lines.append(f"- {label}: " + ", ".join(f"{k}: {v}" for k, v in fam.items()))
     problems = result["problems"]
@@ -285,22 +294,22 @@ def to_markdown(result: dict[str, Any]) -> str:
 def _notes(result: dict[str, Any]) -> list[str]:
     """What the numbers mean, derived from what was measured."""
     out = []
-    for label, key in (("deleting", "deleting_pass"), ("steady state", "steady_state_pass")):
+    for label, key in PHASES:
         p = result[key]
         fam = p["requests"]["by_kind_and_family"]
         lists = {k.split(" ", 1)[1]: v for k, v in fam.items() if k.startswith("LIST ")}
-        if lists:
-            out.append(f"- {label}: LIST requests by key family: {lists} (topic_document: the pass lists "
-                       "`topics/` to discover topics; manifest: a fresh process finds each partition's "
-                       "latest manifest version by LIST once, then probes with GET).")
+        line = f"- {label}: LIST by key family {lists}"
         if p["uncharged_get_miss_latency_p50_s"]:
-            out.append(f"- {label}: {p['requests']['get_misses']} GETs were 404s (probes for the next manifest or "
-                       "topic-document version), which the "
-                       "latency model does not charge (s3stream/testing/latency.py sleeps only after a "
-                       "successful GET); at the p50 GET latency they would add about "
-                       f"{p['uncharged_get_miss_latency_p50_s']} s to the wall time above.")
-    out.append("- Partitions are visited one after another, so the wall time is about the sum of the "
-               "request latencies of all partitions.")
+            line += (f"; {p['requests']['get_misses']} GETs were 404s that the latency model does not charge "
+                     f"(about {p['uncharged_get_miss_latency_p50_s']} s more at the p50 GET latency)")
+        out.append(line + ".")
+    out += ["- LIST `topic_document`: every pass lists `topics/` to discover topics. LIST `manifest`: a fresh "
+            "process finds each partition's latest manifest version with one LIST, then probes with GET.",
+            "- The 404s are probes for a next manifest or topic-document version (the commit protocol's "
+            "\"is there a newer version?\"). s3stream/testing/latency.py sleeps only after a successful GET, "
+            "so their round trips are missing from the wall times (S3 charges a 404 its full latency).",
+            "- Partitions are visited one after another, so the wall time is about the sum of the request "
+            "latencies of all partitions."]
     return out
 
 

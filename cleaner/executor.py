@@ -1,8 +1,9 @@
 """One cleaning round of one partition: build the offset map, rewrite, swap atomically (I/O adapter).
 
 Order of effects (crash points in brackets): read the dirty range's keys (column projection) into the
-offset map -> read and rewrite every group of segments overlapping ``[0, end_offset)`` through the
-shared keep rules (:mod:`cleaner.keep`) -> PUT each output under a fresh key ->
+offset map -> read every group of segments overlapping ``[0, end_offset)`` chunk by chunk, filter it
+through the shared keep rules (:mod:`cleaner.keep`) and PUT its survivors as one new segment under a
+fresh key (reads, filtering and PUTs overlap: :mod:`cleaner.scan`) ->
 [clean.after_outputs_put] -> ONE manifest commit that replaces exactly the input segments and sets the
 checkpoint, applied only if every input is still present and this cleaner's epoch is current ->
 [clean.after_swap]. A conflict (retention or another cleaner changed the inputs) aborts the round and
@@ -14,6 +15,8 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -24,6 +27,7 @@ from cleaner.grouping import group_segments
 from cleaner.intents import HORIZON_ATTRIBUTE, set_attribute
 from cleaner.keep import KeepStats, retain
 from cleaner.offsetmap import OffsetMap, OffsetMapBuilder
+from cleaner.scan import read_ahead, segment_chunks, segment_keys
 from cleaner.selection import LogToClean
 from s3stream.config import TopicConfig
 from s3stream.errors import CommitConflict, Fenced, S3StreamError
@@ -80,11 +84,12 @@ def build_offset_map(rt: Runtime, m: Manifest, plan: LogToClean, capacity: int) 
     dirty = [s for s in m.segments if s.base_offset < upper and s.end_offset > plan.first_dirty]
     builder = OffsetMapBuilder(start_offset=plan.first_dirty, capacity=capacity)
     read = 0
-    for seg in dirty:
-        rows = rt.segments.get(seg).read(max(seg.base_offset, plan.first_dirty), columns=["offset", "key"])
-        read += int(rows.nbytes)
-        if not builder.add_segment(rows, next_base=min(upper, seg.end_offset)):
-            break
+    keys = ((seg, segment_keys(rt, seg, plan.first_dirty)) for seg in dirty)
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="s3stream-cleaner-map") as pool:
+        for seg, rows in read_ahead(pool, keys):
+            read += int(rows.nbytes)
+            if not builder.add_segment(rows, next_base=min(upper, seg.end_offset)):
+                break
     return builder.finish(upper=upper), read
 
 
@@ -142,19 +147,51 @@ def clean_log(rt: Runtime, plog: PartitionLog, plan: LogToClean, *, epoch: Epoch
 
 def _rewrite(rt: Runtime, plog: PartitionLog, groups: list[list[SegmentRef]], omap: OffsetMap, rw: _Rewrite, *,
              cfg: TopicConfig, now_ms: int) -> None:
-    """Read, filter and PUT each group as one new segment (C-GRP2); fills ``rw`` as it goes."""
-    for group in groups:
-        table = _read_group(rt, group)
-        rw.bytes_read += sum(s.size_bytes for s in group)
-        kept, stats = retain(table, omap, now_ms=now_ms, delete_retention_ms=cfg.delete_retention_ms)
-        del table
-        rw.totals = _add(rw.totals, stats)
-        rw.min_horizon = _min_horizon(kept, rw.min_horizon)
-        first_ts = int(kept.column("timestamp")[0].as_py()) if kept.num_rows else -1
-        ref = write_segment(rt, topic_id=plog.topic_id, partition=plog.partition, table=kept,
-                            base_offset=group[0].base_offset, last_offset=group[-1].last_offset,
-                            first_batch_max_ts=first_ts, cleaned=True)
-        rw.outputs.append(dataclasses.replace(ref, created_ms=group[-1].created_ms))  # C-GRP2: last source's mtime
+    """Filter each group chunk by chunk and PUT it as one new segment (C-GRP2); fills ``rw`` as it goes.
+
+    Pipelined: one worker reads and decodes the next chunk, another PUTs the previous group's output,
+    while this thread applies the keep rules.
+    """
+    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="s3stream-cleaner-io") as pool:
+        pending: Future[SegmentRef] | None = None
+        try:
+            parts: list[pa.Table] = []
+            for gi, chunk in read_ahead(pool, _tagged_chunks(rt, groups)):
+                if chunk is not None:
+                    kept, stats = retain(chunk, omap, now_ms=now_ms, delete_retention_ms=cfg.delete_retention_ms)
+                    rw.totals = _add(rw.totals, stats)
+                    rw.min_horizon = _min_horizon(kept, rw.min_horizon)
+                    parts.append(kept)
+                    continue
+                table = pa.concat_tables(parts) if parts else RECORD_SCHEMA.empty_table()
+                parts = []
+                rw.bytes_read += sum(s.size_bytes for s in groups[gi])
+                if pending is not None:
+                    rw.outputs.append(pending.result())
+                pending = pool.submit(_write_output, rt, plog, groups[gi], table)
+            if pending is not None:
+                rw.outputs.append(pending.result())
+                pending = None
+        finally:
+            if pending is not None and pending.exception() is None:
+                rw.outputs.append(pending.result())  # PUT although the round failed: deleted with the rest
+
+
+def _tagged_chunks(rt: Runtime, groups: list[list[SegmentRef]]) -> Iterator[tuple[int, pa.Table | None]]:
+    """``(group index, chunk)`` for every chunk of every group, then ``(group index, None)`` ending it."""
+    for gi, group in enumerate(groups):
+        for chunk in segment_chunks(rt, group):
+            yield gi, chunk
+        yield gi, None
+
+
+def _write_output(rt: Runtime, plog: PartitionLog, group: list[SegmentRef], table: pa.Table) -> SegmentRef:
+    """PUT the survivors of ``group`` as the segment covering the group's whole offset range."""
+    first_ts = int(table.column("timestamp")[0].as_py()) if table.num_rows else -1
+    ref = write_segment(rt, topic_id=plog.topic_id, partition=plog.partition, table=table,
+                        base_offset=group[0].base_offset, last_offset=group[-1].last_offset,
+                        first_batch_max_ts=first_ts, cleaned=True)
+    return dataclasses.replace(ref, created_ms=group[-1].created_ms)  # C-GRP2: the last source's mtime
 
 
 def _swap(plog: PartitionLog, groups: list[list[SegmentRef]], rw: _Rewrite, *, epoch: Epoch, checkpoint: int,
@@ -174,13 +211,6 @@ def _discard(rt: Runtime, outputs: list[SegmentRef]) -> None:
             rt.objstore.delete(ref.key)
         except S3StreamError as exc:
             log.warning("could not delete unused cleaner output %s (GC will): %s", ref.key, exc)
-
-
-def _read_group(rt: Runtime, group: list[SegmentRef]) -> pa.Table:
-    """Every record of ``group`` (whole objects, CRC32C-checked against the manifest)."""
-    tables = [rt.segments.get(s).read_all(verify_crc32c=s.crc32c) for s in group]
-    tables = [t.select(RECORD_SCHEMA.names).cast(RECORD_SCHEMA) for t in tables]
-    return pa.concat_tables(tables) if tables else RECORD_SCHEMA.empty_table()
 
 
 def _min_horizon(table: pa.Table, current: int | None) -> int | None:

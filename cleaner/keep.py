@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -47,31 +48,47 @@ def retain(table: pa.Table, offset_map: OffsetMap, *, now_ms: int,
     n = table.num_rows
     if n == 0:
         return table, KeepStats(0, 0, 0, 0, 0)
-    offsets = table.column("offset")
-    above = pc.greater(offsets, offset_map.latest_offset)
-    has_key = pc.is_valid(table.column("key"))
-    latest = _lookup(table, offset_map)
-    is_latest = pc.greater_equal(offsets, latest)
-    tombstone = pc.is_null(table.column("value"))
+    offsets = np.asarray(table.column("offset").to_numpy(), dtype=np.int64)
+    above = offsets > offset_map.latest_offset
+    has_key = _bools(pc.is_valid(table.column("key")))
+    tombstone = _bools(pc.is_null(table.column("value")))
     horizon = table.column("horizon_ms")
-    horizon_open = pc.or_(pc.is_null(horizon), pc.greater(pc.fill_null(horizon, 0), now_ms))  # C-TOMB2: now < h
-    keyed_keep = pc.and_(is_latest, pc.or_(pc.invert(tombstone), horizon_open))
-    keep = pc.or_(above, pc.and_(has_key, keyed_keep))
-    kept = table.filter(keep)
+    horizon_open = _bools(pc.or_(pc.is_null(horizon), pc.greater(pc.fill_null(horizon, 0), now_ms)))  # now < h
+    keep = above | (has_key & _is_latest(table, offsets, offset_map) & (~tombstone | horizon_open))
+    kept = table.filter(pa.array(keep))
     stamp = pc.and_(pc.is_null(kept.column("value")), pc.is_null(kept.column("horizon_ms")))
     stamped = int(pc.sum(pc.cast(stamp, pa.int64())).as_py() or 0)
     if stamped:
         new_horizon = pc.if_else(stamp, pa.scalar(now_ms + delete_retention_ms, pa.int64()), kept.column("horizon_ms"))
         kept = kept.set_column(kept.schema.get_field_index("horizon_ms"), kept.schema.field("horizon_ms"), new_horizon)
-    invalid = int(pc.sum(pc.cast(pc.and_(pc.invert(above), pc.invert(has_key)), pa.int64())).as_py() or 0)
-    dropped_tomb = int(pc.sum(pc.cast(pc.and_(tombstone, pc.invert(keep)), pa.int64())).as_py() or 0)
+    invalid = int(np.count_nonzero(~above & ~has_key))
+    dropped_tomb = int(np.count_nonzero(tombstone & ~keep))
     return kept, KeepStats(n, kept.num_rows, invalid, dropped_tomb, stamped)
 
 
-def _lookup(table: pa.Table, offset_map: OffsetMap) -> pa.ChunkedArray | pa.Array:
-    """``map[key]`` for every row (-1 when absent or unkeyed): one hash lookup per row, order kept."""
-    if offset_map.size == 0:
-        return pa.array(np.full(table.num_rows, -1, dtype=np.int64))
-    entries = offset_map.entries
-    index = pc.index_in(table.column("key"), value_set=entries.column("key").combine_chunks())
-    return pc.fill_null(pc.take(entries.column("map_offset"), index), -1)
+def _bools(values: pa.Array | pa.ChunkedArray) -> npt.NDArray[np.bool_]:
+    out: npt.NDArray[np.bool_] = np.asarray(values.to_numpy(zero_copy_only=False), dtype=np.bool_)
+    return out
+
+
+def _is_latest(table: pa.Table, offsets: npt.NDArray[np.int64], offset_map: OffsetMap) -> npt.NDArray[np.bool_]:
+    """Per row: ``offset >= map.get(key, -1)`` (only meaningful for keyed rows at or below the map's end).
+
+    In the map's range every keyed row was put (see :class:`OffsetMap`), so a row is the latest of its key
+    iff its offset is a map value: a binary search in the sorted winners. Below the range (the clean
+    section) no map value can be smaller, so a row survives iff its key is absent from the map.
+    """
+    winners = offset_map.winners
+    latest: npt.NDArray[np.bool_] = np.zeros(len(offsets), dtype=np.bool_)
+    if winners.size:
+        idx = np.minimum(np.searchsorted(winners, offsets), winners.size - 1)
+        latest = np.equal(winners[idx], offsets)
+    clean = offsets < offset_map.start_offset
+    if clean.any():
+        if offset_map.size == 0:
+            latest[clean] = True
+        else:
+            keys = table.column("key").filter(pa.array(clean))
+            found = pc.index_in(keys, value_set=offset_map.entries.column("key").combine_chunks())
+            latest[clean] = _bools(pc.is_null(found))
+    return latest

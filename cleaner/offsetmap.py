@@ -15,8 +15,10 @@ size plus 8 bytes, while the *entry count* bound is Kafka's.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -41,12 +43,24 @@ def map_capacity(dedupe_buffer_bytes: int, threads: int, load_factor: float) -> 
 
 @dataclass(frozen=True, slots=True)
 class OffsetMap:
-    """The result of one round's map building."""
+    """The result of one round's map building.
+
+    Invariant (true of every map :class:`OffsetMapBuilder` builds): every keyed record at an offset in
+    ``[start_offset, latest_offset]`` was put, so its key is in ``entries``. Hence such a record is the
+    latest of its key iff its offset is one of the map's values (``winners``, sorted), which
+    :func:`cleaner.keep.retain` checks with a binary search instead of a hash lookup per record.
+    """
 
     entries: pa.Table          # MAP_SCHEMA: the latest offset of each key
     latest_offset: int         # the last offset the map accounts for (C-MAP2)
     full: bool                 # stopped early: partial cleaning
     capacity: int
+    start_offset: int = 0      # the round's first dirty offset: the map covers [start_offset, latest_offset]
+    winners: npt.NDArray[np.int64] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        offsets = self.entries.column("map_offset").to_numpy() if self.entries.num_rows else np.zeros(0)
+        object.__setattr__(self, "winners", np.sort(np.asarray(offsets, dtype=np.int64)))
 
     @property
     def end_offset(self) -> int:
@@ -63,12 +77,19 @@ class OffsetMap:
 
 
 class OffsetMapBuilder:
-    """Feed segments oldest first with :meth:`add_segment` until it returns False (full or done)."""
+    """Feed segments oldest first with :meth:`add_segment` until it returns False (full or done).
+
+    Rows are merged into the key -> offset table lazily: while even all-new keys could not fill the map,
+    segments are only collected, and one group-by folds them in (at the latest when the collected rows
+    outnumber four times the entries, so memory stays proportional to the map).
+    """
 
     def __init__(self, *, start_offset: int, capacity: int) -> None:
         self._start = start_offset
         self._capacity = capacity
         self._entries: pa.Table = MAP_SCHEMA.empty_table()
+        self._pending: list[pa.Table] = []
+        self._pending_rows = 0
         self._latest = start_offset - 1
         self._full = False
 
@@ -85,30 +106,33 @@ class OffsetMapBuilder:
             return False
         rows = rows.filter(pc.greater_equal(rows.column("offset"), self._start)) if rows.num_rows else rows
         keyed = rows.filter(pc.is_valid(rows.column("key"))) if rows.num_rows else rows
+        if self._entries.num_rows + self._pending_rows + keyed.num_rows <= self._capacity:
+            self._collect(keyed)  # even if every key were new, no put finds the map full
+            self._latest = max(self._latest, next_base - 1)
+            return True
+        self._materialize()
         stop = self._stop_index(keyed)
         if stop is None:
-            self._merge(keyed)
+            self._collect(keyed)
             self._latest = max(self._latest, next_base - 1)
             return True
         self._full = True
         stop_offset = int(keyed.column("offset")[stop].as_py())
-        self._merge(keyed.slice(0, stop))
+        self._collect(keyed.slice(0, stop))
         before = rows.filter(pc.less(rows.column("offset"), stop_offset))
         if before.num_rows:
             self._latest = max(self._latest, int(before.column("offset")[-1].as_py()))
         return False
 
     def _stop_index(self, keyed: pa.Table) -> int | None:
-        """Index of the first keyed row whose put would find the map full, or None."""
+        """Index of the first keyed row whose put would find the map full, or None (entries are exact)."""
         n = keyed.num_rows
-        if n == 0:
-            return None
         size = self._entries.num_rows
-        if size + n <= self._capacity:
-            return None  # even if every key were new, no put finds the map full
+        if n == 0 or size + n <= self._capacity:
+            return None
         keys = keyed.column("key")
         known = pc.is_in(keys, value_set=self._entries.column("key").combine_chunks()) if size else None
-        indexed = pa.table({"key": keys, "i": pa.array(range(n), type=pa.int64())})
+        indexed = pa.table({"key": keys, "i": pa.array(np.arange(n, dtype=np.int64))})
         first = indexed.group_by("key", use_threads=False).aggregate([("i", "min")]).column("i_min")
         is_first = pc.is_in(indexed.column("i"), value_set=first.combine_chunks())
         is_new = is_first if known is None else pc.and_(is_first, pc.invert(known))
@@ -118,15 +142,25 @@ class OffsetMapBuilder:
         idx = pc.index(full_at, True).as_py()
         return None if idx is None or idx < 0 else int(idx)
 
-    def _merge(self, keyed: pa.Table) -> None:
+    def _collect(self, keyed: pa.Table) -> None:
         if keyed.num_rows == 0:
             return
-        fresh = pa.table({"key": keyed.column("key"), "map_offset": keyed.column("offset")})
-        both = pa.concat_tables([self._entries, fresh.cast(MAP_SCHEMA)])
+        self._pending.append(pa.table({"key": keyed.column("key"), "map_offset": keyed.column("offset")}))
+        self._pending_rows += keyed.num_rows
+        if self._pending_rows > 4 * max(self._entries.num_rows, 1 << 16):
+            self._materialize()
+
+    def _materialize(self) -> None:
+        """Fold the collected rows into the exact key -> latest offset table (one group-by)."""
+        if not self._pending:
+            return
+        both = pa.concat_tables([self._entries, *(t.cast(MAP_SCHEMA) for t in self._pending)])
+        self._pending, self._pending_rows = [], 0
         merged = both.group_by("key", use_threads=False).aggregate([("map_offset", "max")])
         self._entries = merged.rename_columns(["key", "map_offset"]).select(["key", "map_offset"]).cast(MAP_SCHEMA)
 
     def finish(self, *, upper: int) -> OffsetMap:
         """The map; when nothing filled it, it accounts for everything below ``upper`` (U)."""
+        self._materialize()
         latest = self._latest if self._full else max(self._latest, upper - 1)
-        return OffsetMap(self._entries, latest, self._full, self._capacity)
+        return OffsetMap(self._entries, latest, self._full, self._capacity, self._start)

@@ -87,7 +87,8 @@ class TopicCatalog:
     def create(self, name: str, partitions: int = 1, config: Mapping[str, object] | None = None) -> TopicDoc:
         """Create topic ``name``; TopicExists if a live topic has it (or a colliding name)."""
         validate_topic_name(name)
-        if not isinstance(partitions, int) or isinstance(partitions, bool) or not 1 <= partitions <= MAX_PARTITIONS:
+        value: object = partitions  # callers outside mypy may pass anything
+        if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_PARTITIONS:
             raise InvalidRequest(f"partitions must be an integer in [1, {MAX_PARTITIONS}], got {partitions!r}")
         overrides = normalize_topic_config({**self._defaults, **dict(config or {})})
         collision = topic_collision_name(name)

@@ -39,14 +39,8 @@ from s3stream.errors import (
     RecordTooLarge,
     UnknownTopic,
 )
-from s3stream.manifest.intents import (
-    add_segment,
-    advance_log_start,
-    claim_writer,
-    compose,
-    set_wal_cursor,
-)
-from s3stream.manifest.model import Epoch, Manifest, SegmentRef, WalCursor
+from s3stream.manifest.intents import add_segment, advance_log_start
+from s3stream.manifest.model import Epoch, Manifest, WalCursor
 from s3stream.manifest.versioned import ManifestStore, manifest_store, writer_fence
 from s3stream.readpath import LogView, read_table
 from s3stream.records import AppendResult, Record, SegmentInfo, batch_from_records, records_from_batch
@@ -337,9 +331,8 @@ class PartitionLog:
         with self._lock:
             w = self._w
             if w is not None:
-                for u in [*w.pending, w.active]:
-                    out.append(SegmentInfo(u.base_offset, u.end_offset - 1, u.size_bytes, u.record_count,
-                                           u.max_timestamp, False, None))
+                out.extend(SegmentInfo(u.base_offset, u.end_offset - 1, u.size_bytes, u.record_count,
+                                       u.max_timestamp, False, None) for u in [*w.pending, w.active])
                 return out
         if view.log_end_offset > view.next_offset or not out:
             size = sum(r.chunk.size_bytes for r in view.chunks)

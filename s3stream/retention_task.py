@@ -5,12 +5,16 @@ deletable — one manifest commit (``drop_segments``) that removes the segments 
 offset. The commit rebases over concurrent appends and seals; if a concurrent compaction replaced a
 segment the plan is recomputed. Dropped objects stay in the manifest's ``removed`` list and are
 deleted physically by GC after ``file.delete.delay.ms`` (reads fail at once: the log start moved).
+When the active segment itself must go (R4), it is rolled first, and that roll's seal is a commit of
+its own; only a process that may roll does so (it writes the partition, or its node did), and any
+other process drops the sealed segments alone and leaves the active one to the writer's pass.
 
-Steady state, in the process that writes the partitions, costs one manifest probe (a GET) per
-partition, plus one LIST of the topic names and one topic-document probe per topic. A process that
-does not write a partition also scans the writer's WAL namespace for the unsealed tail (a LIST), since
-the active segment counts for retention.bytes and may expire. Config changes made on a live topic
-apply at the next pass (the topic document is re-read every pass).
+Steady state costs one manifest probe (a GET) per partition, plus one LIST of the topic names and
+probes of each topic's document. A process that does not write a partition also scans the writer's WAL
+namespace for the unsealed tail (a LIST per partition whose manifest names a WAL cursor), since the
+active segment counts for retention.bytes and may expire. A commit adds its own probe and PUT, and
+the writing process re-reads the manifest after it (its reads go through that cached manifest).
+Config changes made on a live topic apply at the next pass (the topic document is re-read every pass).
 
 A pass reports only what its own commits changed: when another process's identical edit landed first
 (the intent then has nothing left to do), the partition is not counted as changed here.

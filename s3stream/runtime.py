@@ -113,7 +113,8 @@ class Runtime:
     def partition(self, topic: str, index: int) -> PartitionLog:
         self._check_open()
         doc = self.catalog.get(topic)
-        if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < doc.partitions:
+        value: object = index  # callers outside mypy may pass anything
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < doc.partitions:
             raise UnknownTopic(f"topic {topic!r} has no partition {index!r} (it has {doc.partitions})")
         key = (doc.name, doc.topic_id, index)
         with self._logs_lock:
@@ -167,12 +168,13 @@ class Runtime:
                 wal = WalWriter(cand.path, file_bytes=s.wal_file_bytes, fsync=s.wal_fsync)
             except WalLocked:
                 if self._node_id_setting() is not None:
-                    raise InvalidConfig(f"node {self._node_id_setting()!r}: its WAL directory {cand.path} is in use by another "
-                                        "process", key="node_id") from None
+                    raise InvalidConfig(f"node {self._node_id_setting()!r}: its WAL directory {cand.path} is in use "
+                                        "by another process", key="node_id") from None
                 continue
             chosen = cand
             break
-        assert wal is not None and chosen is not None
+        assert wal is not None
+        assert chosen is not None
         try:
             fence = claim_namespace(self.objstore, chosen.node_id, clock=self.clock)
         except BaseException:
@@ -185,10 +187,11 @@ class Runtime:
     def recover_leftovers(self) -> None:
         """At store open: if an earlier process left a WAL directory behind, adopt and replay it."""
         root = Path(self.wal_root)
-        if self._node_id_setting() is None and not (root.exists() and any(
+        node_id = self._node_id_setting()
+        if node_id is None and not (root.exists() and any(
                 p.is_dir() and p.name.startswith("n-") for p in root.iterdir())):
             return
-        if self._node_id_setting() is not None and not (root / self._node_id_setting()).exists():
+        if node_id is not None and not (root / node_id).exists():
             return
         with self._node_lock:
             if self._node is None:
@@ -348,7 +351,7 @@ class _Sealer:
 def _seal_safely(plog: PartitionLog, failures: dict[str, int], sleep: Callable[[float], None]) -> bool:
     """Seal; return True when it should be retried later."""
     try:
-        plog._seal_pending()  # noqa: SLF001 - the sealer is the log's background half
+        plog._seal_pending()  # the sealer is the log's background half
         failures.pop(plog.log_id, None)
         return False
     except Fenced as exc:

@@ -15,6 +15,7 @@ is then retried from a fresh manifest.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -80,13 +81,13 @@ def _claim_once(plog: PartitionLog, node: NodeRuntime) -> Claimed:
         return intent(base)
 
     committed = plog.manifest_store.commit(on_base)
-    assert committed is not None and committed.writer is not None
+    assert committed.writer is not None
     return Claimed(committed, committed.writer, tuple(own), rolls)
 
 
 def _seal_foreign(plog: PartitionLog, m: Manifest, cursor: WalCursor) -> list[SegmentRef]:
     """Seal the records another (now fenced) node left unsealed, split at its roll offsets."""
-    rt = plog._rt  # noqa: SLF001 - takeover is part of the log's write path
+    rt = plog._rt  # takeover is part of the log's write path
     chunks, rolls = contiguous_chunks(rt.walindex.scan(cursor), plog.log_id, m.next_offset)
     if not chunks:
         return []
@@ -94,7 +95,7 @@ def _seal_foreign(plog: PartitionLog, m: Manifest, cursor: WalCursor) -> list[Se
     view = LogView(m.log_start_offset, end, m.next_offset, (), tuple(chunks))
     bounds = [m.next_offset, *[r for r in rolls if m.next_offset < r < end], end]
     refs: list[SegmentRef] = []
-    for lo, hi in zip(bounds, bounds[1:], strict=False):
+    for lo, hi in itertools.pairwise(bounds):
         table = read_table(view, lo, log_id=plog.log_id, segments=rt.segments, chunks=rt.chunks,
                            max_bytes=1 << 62, until=hi)
         first_ts = _first_batch_max_ts(table)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from s3stream import layout
@@ -57,7 +56,9 @@ class WalIndexCache:
                 return hit
         if size is None:
             size = self._store.head(key).size
-        fetch: Callable[[int, int], bytes] = lambda start, end: self._store.get(key, ByteRange(start, end))
+        def fetch(start: int, end: int) -> bytes:
+            return self._store.get(key, ByteRange(start, end))
+
         index = read_wal_index(fetch, size, source=key)
         self.put(key, index)
         return index

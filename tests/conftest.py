@@ -5,28 +5,17 @@
   reason, only when the ``weed`` binary is absent.
 
 Both install the local servers' throwaway credentials in the environment for the session (the S3
-backend reads only the standard AWS chain). ``original_aws_env`` gives what the environment held
-before, for tests that target a real endpoint (``S3STREAM_TEST_S3_URL``).
+backend reads only the standard AWS chain).
 """
 
 from __future__ import annotations
 
-import os
 import shutil
 from collections.abc import Iterator
 
 import pytest
 
 from s3stream.testing.servers import moto_server, seaweedfs_server, test_credentials_env
-
-AWS_ENV_NAMES = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE")
-ORIGINAL_AWS_ENV = {name: os.environ.get(name) for name in AWS_ENV_NAMES}
-
-
-@pytest.fixture(scope="session")
-def original_aws_env() -> dict[str, str | None]:
-    """The AWS credential variables as they were when pytest started (None: unset)."""
-    return dict(ORIGINAL_AWS_ENV)
 
 
 @pytest.fixture(scope="session")

@@ -3,8 +3,9 @@
 Tree::
 
     WalError                 base: an I/O failure, a misuse (payload too large), or a failed writer
-    ├── WalCorrupt           bytes on disk fail a check that a torn tail cannot explain (a bad header of
-    │                        a file that is not the last one, a gap between files, a bad frame found
+    ├── WalCorrupt           bytes on disk fail a check that a crash cannot explain and that truncation
+    │                        cannot repair without dropping acknowledged entries (a bad file header
+    │                        other than a torn last one, a gap between files, a frame that went bad
     │                        after recovery); do not retry, quarantine the directory
     ├── WalLocked            another writer (process or object) holds the directory's lock
     └── WalClosed            the writer was closed; further calls are a caller bug

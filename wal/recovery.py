@@ -10,10 +10,11 @@ Invariants recovery establishes (and the writer then keeps):
   all later files) is removed. A bad frame that reaches the end of the last file is a *torn tail* (a
   crash cut the last write) and is logged as a warning; anything else is logged as an error, because
   it is damage a crash does not explain, but it is truncated all the same so the log stays usable;
-* a damaged header is repaired only on the last file (created by a roll whose header sync a crash
-  interrupted; no entry in it can have been acknowledged): it is recreated empty from its name. A bad
-  header on any other file, a header that disagrees with the file's name, or a gap between files raises
-  :class:`WalCorrupt`, because truncating there would silently drop acknowledged entries;
+* a damaged header is repaired only on the last file, and only when the file holds nothing beyond its
+  header (a roll whose header sync a crash interrupted; no entry in it can have been acknowledged): it
+  is recreated empty from its name. Any other bad header, a header that disagrees with the file's name,
+  or a gap between files raises :class:`WalCorrupt`, because repairing it would silently drop
+  acknowledged entries;
 * an empty storage gets the file ``00000000000000000000.log``, so ``next_seq`` is always recorded
   on disk (a later open never reuses a seq, even after every entry was trimmed).
 
@@ -91,7 +92,7 @@ def _recover(storage: WalStorage) -> RecoveredWal:
             raise WalCorrupt(f"starts at seq {name_seq}, the previous file ends at {next_seq}", source=source)
         data = storage.read(name)
         later = [later_name for later_name, _ in names[index + 1 :]]
-        if not _header_ok(data, name_seq, source, is_last=not later):
+        if not _header_ok(data, name_seq, source, torn_possible=not later and len(data) <= FILE_HEADER_SIZE):
             LOG.warning("WAL %s: damaged header of the last file; recreating it empty", source)
             storage.delete(name)
             storage.create(name, encode_file_header(name_seq))
@@ -125,12 +126,16 @@ def _log_names(storage: WalStorage) -> list[tuple[str, int]]:
     return found
 
 
-def _header_ok(data: bytes, name_seq: int, source: str, *, is_last: bool) -> bool:
-    """Whether the file header is valid; ``False`` only for a damaged header of the last file."""
+def _header_ok(data: bytes, name_seq: int, source: str, *, torn_possible: bool) -> bool:
+    """Whether the file header is valid; ``False`` only for a damaged header a crash explains.
+
+    ``create`` syncs the header before anything is appended, so only the last file, holding nothing
+    but (part of) its header, can have a header a crash damaged; anything else raises.
+    """
     try:
         first_seq = decode_file_header(data, source)
     except WalCorrupt:
-        if is_last:
+        if torn_possible:
             return False
         raise
     if first_seq != name_seq:

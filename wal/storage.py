@@ -92,11 +92,18 @@ class WalStorage(Protocol):
 
 
 class FileWalStorage:
-    """WAL files in a local directory, written with ``writev`` and synced with ``fdatasync``."""
+    """WAL files in a local directory, written with ``writev`` and synced with ``fdatasync``.
+
+    Append descriptors are cached per file; ``create`` closes the others (a new file means the older
+    ones are complete), so a long-lived log holds one descriptor, not one per file. Reads open the file
+    afresh each time.
+    """
 
     def __init__(self, directory: str | os.PathLike[str]) -> None:
         self._dir = os.path.abspath(os.fspath(directory))
-        os.makedirs(self._dir, exist_ok=True)
+        if not os.path.isdir(self._dir):
+            os.makedirs(self._dir, exist_ok=True)
+            _sync_dir(os.path.dirname(self._dir))  # the new directory's name must survive a crash too
         self._fds: dict[str, int] = {}
         self._mu = threading.Lock()
 
@@ -122,8 +129,11 @@ class FileWalStorage:
         except BaseException:
             os.close(fd)
             raise
-        with self._mu:
-            self._fds[name] = fd
+        with self._mu:  # older files are complete: keep one append descriptor, not one per file
+            stale = [old for old_name, old in self._fds.items() if old_name != name]
+            self._fds = {name: fd}
+        for old in stale:
+            os.close(old)
         self._sync_dir()
 
     def append(self, name: str, chunks: Sequence[bytes]) -> None:
@@ -177,15 +187,19 @@ class FileWalStorage:
             return fd
 
     def _sync_dir(self) -> None:
-        """fsync the directory, so a created or deleted name survives a crash."""
-        fd = os.open(self._dir, _DIR_FLAGS)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        _sync_dir(self._dir)
 
     def __repr__(self) -> str:
         return f"FileWalStorage({self._dir!r})"
+
+
+def _sync_dir(path: str) -> None:
+    """fsync a directory, so a name created or deleted in it survives a crash."""
+    fd = os.open(path, _DIR_FLAGS)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _datasync(fd: int) -> None:

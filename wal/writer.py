@@ -74,7 +74,9 @@ class WalWriter:
             fsync: ``False`` skips the per-batch fsync (entries are then only written, not durable,
                 until :meth:`close`); for tests and benchmarks.
             max_batch_bytes: upper bound of one write + fsync (a larger single entry goes alone).
-            lock: take the storage's exclusive writer lock (``DIR/LOCK`` for a directory).
+            lock: take the storage's exclusive writer lock (``DIR/LOCK`` for a directory). Only pass
+                ``False`` when the caller guarantees exclusivity otherwise: recovery truncates torn
+                tails, which would destroy a live writer's in-flight batch.
 
         Raises:
             ValueError: not exactly one of ``directory``/``storage``, or a non-positive size.

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import typer
 
-from s3stream.cli import manifests, topics
+from s3stream.cli import localstack, manifests, topics
 from s3stream.cli.common import ErrorHandlingGroup
 from s3stream.cli.consume import consume
 from s3stream.cli.dump import dump
@@ -39,6 +39,7 @@ app.command("dump")(dump)
 app.add_typer(manifests.app, name="manifest")
 app.command("serve")(serve)
 app.command("quickstart")(quickstart)
+app.command("local-stack")(localstack.local_stack)
 
 
 def main() -> None:

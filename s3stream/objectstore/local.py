@@ -3,9 +3,8 @@
 Layout and vocabulary:
 
 * ``root/<key>`` is the object: one regular file per key, ``/`` in keys are directories.
-* ``root/.tmp/`` holds in-flight writes; ``root/.locks/<sha1 of key>`` are per-key lock files used
-  by ``If-Match`` puts. Both names are reserved: keys whose first segment is one of them are refused,
-  and listings skip them.
+* ``root/.tmp/`` holds in-flight writes, ``root/.locks/<sha1 of key>`` the If-Match lock files.
+  Both names are reserved: keys starting with them are refused, and listings skip them.
 * The ETag is ``'"' + md5 hex + '"'`` of the content, like S3's single-part ETag.
 
 Invariants:
@@ -15,10 +14,9 @@ Invariants:
   is fsynced after a publish and after creating directories, so the new entry survives a crash.
 * **Put-if-absent is atomic across processes** on one host: ``os.link(tmp, final)`` fails with
   ``EEXIST`` if the key exists (POSIX ``link(2)`` never replaces).
-* **If-Match is atomic with respect to other If-Match writers** of the key: an exclusive
-  ``flock`` on the key's lock file spans compare-ETag and replace. Unconditional puts and deletes do
-  not take the lock (they are last-writer-wins, as on S3); s3stream never mixes them with If-Match on
-  one key.
+* **If-Match is atomic** across processes: an exclusive ``flock`` on the key's lock file spans
+  compare-ETag and replace; a delete takes it too and removes the lock file (none outlives its
+  object). Unconditional puts do not lock: last writer wins, as on S3.
 * **No path escapes the root.** Keys pass :func:`validate_key` and the real path (symlinks resolved)
   must lie inside the real root; symlinks are never followed by listings.
 * Object modification times come from the injected :class:`Clock` (set with ``os.utime`` before
@@ -30,6 +28,7 @@ Limitation (inherent to a file tree): a key cannot be both an object and a "dire
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import hashlib
@@ -62,21 +61,11 @@ _CHUNK = 1 << 20
 # A concurrent delete may prune the parent directory between our mkdir and our rename; retry then.
 _PUBLISH_ATTEMPTS = 5
 _TRANSIENT_ERRNOS = frozenset({errno.EIO, errno.EAGAIN, errno.EINTR, errno.EBUSY, errno.ETIMEDOUT})
-_ACCESS_ERRNOS = frozenset({errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT})
-_SHAPE_ERRNOS = frozenset({errno.ENOTDIR, errno.EISDIR, errno.EEXIST, errno.ENOTEMPTY,
-                           errno.ENAMETOOLONG})
+_SHAPE_ERRNOS = frozenset({errno.ENOTDIR, errno.EISDIR, errno.EEXIST, errno.ENOTEMPTY, errno.ENAMETOOLONG})
 
 
 def _md5_etag(data: bytes | bytearray | memoryview) -> str:
     return '"' + hashlib.md5(data, usedforsecurity=False).hexdigest() + '"'
-
-
-def _is_valid_key(key: str) -> bool:
-    try:
-        validate_key(key)
-    except InvalidRequest:
-        return False
-    return True
 
 
 def _fsync_dir(path: Path) -> None:
@@ -134,23 +123,22 @@ class LocalObjectStore:
         if exc.errno == errno.ENOENT:
             return ObjectNotFound(f"{key} not found ({where})", key=key)
         if exc.errno in _SHAPE_ERRNOS:
-            return InvalidRequest(f"{where}: key conflicts with an existing object or directory "
-                                  f"({exc.strerror})")
+            return InvalidRequest(f"{where}: key conflicts with an object or directory ({exc.strerror})")
         if exc.errno in _TRANSIENT_ERRNOS:
             return TransientError(f"{where}: {exc.strerror}", key=key)
-        if exc.errno in _ACCESS_ERRNOS:
-            return StoreAccessError(f"{where}: {exc.strerror}")
-        return StoreAccessError(f"{where}: {exc.strerror or exc}")
+        return StoreAccessError(f"{where}: {exc.strerror or exc}")  # EACCES, EROFS, ENOSPC, ...
 
     # -- writes -----------------------------------------------------------------------------------
 
     def put(self, key: str, data: bytes | bytearray | memoryview, *, if_none_match: bool = False,
             if_match: str | None = None) -> ObjectMeta:
         path = self._path(key)
+        if if_none_match and if_match is not None:
+            raise InvalidRequest("put: if_none_match and if_match are mutually exclusive")
         etag = _md5_etag(data)
         now_ms = self._clock.now_ms()
         try:
-            tmp, tmp_ino = self._write_temp(data, now_ms)
+            tmp = self._write_temp(data, now_ms)
         except OSError as exc:
             raise self._error(exc, key, "write") from exc
         try:
@@ -162,17 +150,10 @@ class LocalObjectStore:
             raise self._error(exc, key, "put") from exc
         finally:
             self._unlink_quiet(tmp)
-        try:
-            st = path.stat()
-        except OSError:
-            pass  # already replaced or deleted by someone else: nothing to cache
-        else:
-            if st.st_ino == tmp_ino:
-                self._remember_etag(path, st, etag)
         return ObjectMeta(key, len(memoryview(data).cast("B")), etag, now_ms)
 
-    def _write_temp(self, data: bytes | bytearray | memoryview, now_ms: int) -> tuple[Path, int]:
-        """Write ``data`` to a fresh temp file stamped with ``now_ms``, fsync it; return path, inode."""
+    def _write_temp(self, data: bytes | bytearray | memoryview, now_ms: int) -> Path:
+        """Write ``data`` to a fresh temp file stamped with ``now_ms`` and fsync it."""
         fd, name = tempfile.mkstemp(dir=self._root / _TMP_DIR, prefix="put-", suffix=".tmp")
         try:
             view = memoryview(data).cast("B")
@@ -182,13 +163,12 @@ class LocalObjectStore:
             now_ns = now_ms * 1_000_000
             os.utime(fd, ns=(now_ns, now_ns))
             os.fsync(fd)
-            ino = os.fstat(fd).st_ino
         except BaseException:
             os.close(fd)
             self._unlink_quiet(Path(name))
             raise
         os.close(fd)
-        return Path(name), ino
+        return Path(name)
 
     def _publish(self, tmp: Path, path: Path, key: str, *, exclusive: bool) -> None:
         """Rename (or, for put-if-absent, hard-link) ``tmp`` to ``path`` and fsync the directory."""
@@ -209,11 +189,7 @@ class LocalObjectStore:
             return
 
     def _publish_if_match(self, tmp: Path, path: Path, key: str, if_match: str) -> None:
-        lock_path = self._root / _LOCK_DIR / hashlib.sha1(key.encode("utf-8"),
-                                                          usedforsecurity=False).hexdigest()
-        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+        with self._key_lock(key, create=True):
             try:
                 current = self._content_etag(path)  # never the cache: this decides a CAS
             except (FileNotFoundError, IsADirectoryError, NotADirectoryError) as exc:
@@ -221,8 +197,35 @@ class LocalObjectStore:
             if current != if_match:
                 raise PreconditionFailed(f"{key}: ETag does not match", key=key)
             self._publish(tmp, path, key, exclusive=False)
-        finally:
-            os.close(fd)  # closing the descriptor releases the flock
+
+    @contextlib.contextmanager
+    def _key_lock(self, key: str, *, create: bool) -> Iterator[Path | None]:
+        """Hold the exclusive flock of ``key``'s lock file (yields None if absent and not ``create``).
+
+        A delete unlinks the lock file while holding it; a waiter that locked the unlinked inode
+        sees the path now names another inode (or none) and starts over, so two holders never lock
+        different inodes of one path.
+        """
+        lock_path = self._root / _LOCK_DIR / hashlib.sha1(key.encode("utf-8"), usedforsecurity=False).hexdigest()
+        while True:
+            try:
+                fd = os.open(lock_path, os.O_RDWR | (os.O_CREAT if create else 0), 0o644)
+            except FileNotFoundError:
+                if create:
+                    raise
+                yield None
+                return
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                try:
+                    same = os.stat(lock_path).st_ino == os.fstat(fd).st_ino
+                except FileNotFoundError:
+                    same = False
+                if same:
+                    yield lock_path
+                    return
+            finally:
+                os.close(fd)  # closing the descriptor releases the flock
 
     def _makedirs(self, directory: Path, key: str) -> None:
         """Create missing directories up to ``directory``, fsyncing each parent of a new one."""
@@ -322,8 +325,7 @@ class LocalObjectStore:
             self._check_inside(directory, prefix)
         return self._walk(directory, base, prefix, start_after)
 
-    def _walk(self, directory: Path, dir_key: str, prefix: str,
-              start_after: str | None) -> Iterator[ListEntry]:
+    def _walk(self, directory: Path, dir_key: str, prefix: str, start_after: str | None) -> Iterator[ListEntry]:
         """Yield objects under ``directory`` in key order, lazily, one directory level at a time.
 
         A subdirectory ``d`` sorts as ``d + "/"``: every key inside it starts with that string, so
@@ -332,9 +334,7 @@ class LocalObjectStore:
         try:
             with os.scandir(directory) as it:
                 entries = [(e.name + "/" if e.is_dir(follow_symlinks=False) else e.name, e) for e in it]
-        except FileNotFoundError:
-            return
-        except NotADirectoryError:
+        except (FileNotFoundError, NotADirectoryError):
             return
         except OSError as exc:
             raise self._error(exc, dir_key, "list") from exc
@@ -352,19 +352,18 @@ class LocalObjectStore:
                 continue
             if not key.startswith(prefix) or (start_after is not None and key <= start_after):
                 continue
-            if not _is_valid_key(key):
-                continue  # a stray file no key can name (e.g. a backslash): not an object
             found = self._list_entry(entry, key)
             if found is not None:
                 yield found
 
     def _list_entry(self, entry: os.DirEntry[str], key: str) -> ListEntry | None:
         try:
+            validate_key(key)
             if not entry.is_file(follow_symlinks=False):
                 return None  # symlinks and special files are not objects
             st = entry.stat(follow_symlinks=False)
-        except FileNotFoundError:
-            return None  # deleted while listing
+        except (FileNotFoundError, InvalidRequest):
+            return None  # deleted while listing, or a stray file no key can name (a backslash...)
         except OSError as exc:
             raise self._error(exc, key, "list") from exc
         return ListEntry(key, st.st_size, st.st_mtime_ns // 1_000_000)
@@ -374,13 +373,13 @@ class LocalObjectStore:
     def delete(self, key: str) -> None:
         path = self._path(key)
         try:
-            path.unlink()
+            with self._key_lock(key, create=False) as lock_path:
+                if lock_path is not None:
+                    lock_path.unlink()  # If-Match keys: no lock file outlives its object
+                path.unlink()
+            _fsync_dir(path.parent)
         except (FileNotFoundError, IsADirectoryError):
             return
-        except OSError as exc:
-            raise self._error(exc, key, "delete") from exc
-        try:
-            _fsync_dir(path.parent)
         except OSError as exc:
             raise self._error(exc, key, "delete") from exc
         self._prune(path.parent)

@@ -1,4 +1,10 @@
-"""Jittered exponential backoff for object-store calls, with the policy of *what* may be retried.
+"""Failure classification and retry for the S3 backend: what failed, and whether to try again.
+
+Two parts, both pure policy (no client, no I/O of their own):
+
+* :func:`map_botocore_error`: the only place that knows S3 error codes and botocore/urllib3
+  exception types, and translates each into the typed taxonomy of :mod:`s3stream.errors`;
+* :func:`retry_call`: jittered exponential backoff around one call, retrying only what is safe.
 
 Vocabulary:
 
@@ -23,13 +29,87 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
+import botocore.exceptions as bce
+import urllib3.exceptions
+
 from s3stream.clock import Clock
-from s3stream.errors import S3StreamError, Throttled, TransientError
+from s3stream.errors import (
+    CorruptData,
+    InvalidRequest,
+    ObjectNotFound,
+    ObjectStoreError,
+    PreconditionFailed,
+    S3StreamError,
+    StoreAccessError,
+    Throttled,
+    TransientError,
+)
 from s3stream.ids import IdSource
 
-__all__ = ["Attempt", "BackoffPolicy", "retry_call"]
+__all__ = ["BACKEND_ERRORS", "NOT_SENT_ERRORS", "Attempt", "BackoffPolicy", "map_botocore_error",
+           "retry_call"]
 
 T = TypeVar("T")
+
+_NOT_FOUND = frozenset({"NoSuchKey", "NotFound", "404", "NoSuchUpload", "NoSuchVersion"})
+_PRECONDITION = frozenset({"PreconditionFailed", "ConditionalRequestConflict"})
+_ACCESS = frozenset({
+    "NoSuchBucket", "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "AllAccessDisabled",
+    "InvalidBucketName", "AuthorizationHeaderMalformed", "PermanentRedirect", "ExpiredToken",
+    "InvalidToken", "TokenRefreshRequired", "AccountProblem", "MissingSecurityHeader",
+    "RequestTimeTooSkewed", "InvalidSecurity", "UnauthorizedAccess", "Forbidden",
+})
+_THROTTLE = frozenset({
+    "SlowDown", "Throttling", "ThrottlingException", "RequestLimitExceeded", "TooManyRequests",
+    "TooManyRequestsException", "RequestThrottled", "ServiceUnavailable", "503",
+})
+_TRANSIENT = frozenset({"InternalError", "RequestTimeout", "OperationAborted", "BadDigest",
+                        "IncompleteBody", "XAmzContentSHA256Mismatch", "500", "502", "504"})
+NOT_SENT_ERRORS = (bce.EndpointConnectionError, bce.ConnectTimeoutError, bce.ProxyConnectionError)
+_CREDENTIALS = (bce.NoCredentialsError, bce.PartialCredentialsError, bce.CredentialRetrievalError)
+BACKEND_ERRORS = (bce.ClientError, bce.BotoCoreError, urllib3.exceptions.HTTPError)
+
+
+def map_botocore_error(exc: BaseException, *, op: str, key: str | None, endpoint: str,
+                       bucket: str) -> S3StreamError:
+    """Translate one botocore/urllib3 exception into the typed error taxonomy (the only such place).
+
+    Args:
+        exc: what boto3 raised. op: ``PUT``/``GET``/``HEAD``/``LIST``/``DELETE``/``BUCKET``.
+        key: the object key (None for bucket-level calls). endpoint, bucket: named in access errors.
+    """
+    where = f"{op} {key!r} " if key is not None else f"{op} "
+    place = f"endpoint {endpoint}, bucket {bucket}"
+    if isinstance(exc, bce.ClientError):
+        err = exc.response.get("Error", {})
+        code = str(err.get("Code", ""))
+        msg = str(err.get("Message", ""))
+        status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
+        detail = f"{code or status} (HTTP {status}): {msg}"
+        if code in _PRECONDITION or status == 412 or (status == 409 and op == "PUT"):
+            note = " [409: a concurrent conditional write]" if status == 409 else ""
+            return PreconditionFailed(f"{where}precondition failed: {detail}{note}", key=key)
+        if code == "NoSuchBucket" or code in _ACCESS or status in (301, 307, 401, 403):
+            return StoreAccessError(f"{where}refused by {place}: {detail}")
+        if code in _NOT_FOUND or status == 404:
+            return ObjectNotFound(f"{key} not found ({where.strip()} on {place})", key=key)
+        if code in _THROTTLE or status in (429, 503):
+            return Throttled(f"{where}throttled by {place}: {detail}", key=key)
+        if code in _TRANSIENT or status >= 500 or status == 409:
+            return TransientError(f"{where}failed on {place}: {detail}", key=key)
+        return ObjectStoreError(f"{where}unexpected error from {place}: {detail}", key=key)
+    if isinstance(exc, _CREDENTIALS):
+        return StoreAccessError(f"{where}no usable credentials for {place}: {type(exc).__name__} "
+                                "(configure the standard AWS credential chain)")
+    if isinstance(exc, NOT_SENT_ERRORS):
+        return TransientError(f"{where}cannot connect to {place}: {type(exc).__name__}", key=key)
+    if isinstance(exc, bce.FlexibleChecksumError):
+        return CorruptData(f"{where}response checksum mismatch", source=f"s3://{bucket}/{key or ''}")
+    if isinstance(exc, bce.ParamValidationError):
+        return InvalidRequest(f"{where}invalid request parameters: {exc}")
+    return TransientError(f"{where}failed on {place}: {type(exc).__name__}: {exc}", key=key)
+
+
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,10 +131,12 @@ class BackoffPolicy:
 
 @dataclass(frozen=True, slots=True)
 class Attempt:
-    """How one failed attempt ended: the typed error and whether the request was provably not sent."""
+    """How one failed attempt ended: the typed error, whether the request was provably not sent, and
+    whether to chain the backend's exception as ``__cause__`` (not when its text had to be scrubbed)."""
 
     error: S3StreamError
     not_sent: bool = False
+    chain: bool = True
 
 
 def _may_retry(attempt: Attempt, *, idempotent: bool) -> bool:
@@ -87,10 +169,11 @@ def retry_call(fn: Callable[[], T], classify: Callable[[BaseException], Attempt 
             attempt = classify(exc)
             if attempt is None:
                 raise
+            cause = exc if attempt.chain else None
             if not _may_retry(attempt, idempotent=idempotent):
-                raise attempt.error from exc
+                raise attempt.error from cause
             if retry_index + 1 >= policy.max_attempts:
                 final = on_exhausted(attempt) if on_exhausted is not None else attempt.error
-                raise final from exc
+                raise final from cause
         clock.sleep(policy.delay_s(retry_index, ids))
         retry_index += 1

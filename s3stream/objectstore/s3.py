@@ -10,14 +10,17 @@ Invariants:
   idempotent calls retry with jittered backoff on the injected clock; a conditional PUT whose request
   may have reached the server is never repeated, its :class:`TransientError` goes up (outcome
   unknown) so the manifest protocol can read back its ``commit_id``.
-* Every botocore/urllib3 exception is translated in :func:`map_botocore_error`, the only place that
-  knows S3 error codes; nothing above this module sees botocore.
+* Every botocore/urllib3 exception is translated by :func:`~s3stream.objectstore.retry.map_botocore_error`
+  (re-exported here), the only place that knows S3 error codes; nothing above this module sees botocore.
 * Credentials come only from the standard AWS chain (environment, profile, role). For a non-AWS
   endpoint with no credentials found, nothing is invented: :class:`StoreAccessError`. Error messages
   name the endpoint and bucket, never a credential (and are scrubbed of the secret key regardless).
 * Bytes from the network are checked: a ranged GET must come back with the range asked for (or the
-  whole object, which is then sliced), listings must be ordered and under the prefix; otherwise
-  :class:`CorruptData`.
+  whole object, which is then sliced), listings must be under the prefix (and, in ``server`` order,
+  ordered); otherwise :class:`CorruptData`.
+* Listings are lexicographic whatever the server does: SeaweedFS lists (and applies StartAfter) in its
+  directory-tree order ("a/x" before "a-b"), so for non-AWS endpoints the default ``list_order`` is
+  ``sort`` (whole prefix listed, sorted here); AWS (and opt-in MinIO) use lazy ``server`` order.
 """
 
 from __future__ import annotations
@@ -33,7 +36,6 @@ import boto3
 import botocore.exceptions as bce
 import botocore.loaders
 import botocore.session
-import urllib3.exceptions
 from botocore.config import Config
 
 from s3stream.clock import Clock, SystemClock
@@ -41,49 +43,33 @@ from s3stream.errors import (
     CorruptData,
     InvalidRequest,
     ObjectNotFound,
-    ObjectStoreError,
-    PreconditionFailed,
     S3StreamError,
     StoreAccessError,
-    Throttled,
-    TransientError,
 )
 from s3stream.ids import IdSource
 from s3stream.objectstore.keys import validate_key, validate_prefix
 from s3stream.objectstore.protocol import ByteRange, ListEntry, ObjectMeta
-from s3stream.objectstore.retry import Attempt, BackoffPolicy, retry_call
+from s3stream.objectstore.retry import (
+    BACKEND_ERRORS,
+    NOT_SENT_ERRORS,
+    Attempt,
+    BackoffPolicy,
+    map_botocore_error,
+    retry_call,
+)
 from s3stream.objectstore.url import display_url
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
     from mypy_boto3_s3.type_defs import CompletedPartTypeDef
 
-__all__ = ["S3ObjectStore", "map_botocore_error"]
+__all__ = ["ListOrder", "S3ObjectStore", "map_botocore_error"]
 
 T = TypeVar("T")
 ListOrder = Literal["server", "sort"]
 MiB = 1 << 20
 
-_NOT_FOUND = frozenset({"NoSuchKey", "NotFound", "404", "NoSuchUpload", "NoSuchVersion"})
-_PRECONDITION = frozenset({"PreconditionFailed", "ConditionalRequestConflict"})
-_ACCESS = frozenset({
-    "NoSuchBucket", "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "AllAccessDisabled",
-    "InvalidBucketName", "AuthorizationHeaderMalformed", "PermanentRedirect", "ExpiredToken",
-    "InvalidToken", "TokenRefreshRequired", "AccountProblem", "MissingSecurityHeader",
-    "RequestTimeTooSkewed", "InvalidSecurity", "UnauthorizedAccess", "Forbidden",
-})
-_THROTTLE = frozenset({
-    "SlowDown", "Throttling", "ThrottlingException", "RequestLimitExceeded", "TooManyRequests",
-    "TooManyRequestsException", "RequestThrottled", "ServiceUnavailable", "503",
-})
-_TRANSIENT = frozenset({"InternalError", "RequestTimeout", "OperationAborted", "BadDigest",
-                        "IncompleteBody", "XAmzContentSHA256Mismatch", "500", "502", "504"})
-_NOT_SENT = (bce.EndpointConnectionError, bce.ConnectTimeoutError, bce.ProxyConnectionError)
-_CREDENTIALS = (bce.NoCredentialsError, bce.PartialCredentialsError, bce.CredentialRetrievalError)
-_BACKEND_ERRORS = (bce.ClientError, bce.BotoCoreError, urllib3.exceptions.HTTPError)
 _CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+)")
-
-
 _LOADER_LOCK = threading.Lock()
 _LOADER: list[botocore.loaders.Loader] = []
 
@@ -96,48 +82,13 @@ def _shared_loader() -> botocore.loaders.Loader:
         return _LOADER[0]
 
 
-def map_botocore_error(exc: BaseException, *, op: str, key: str | None, endpoint: str,
-                       bucket: str) -> S3StreamError:
-    """Translate one botocore/urllib3 exception into the typed error taxonomy (the only such place).
-
-    Args:
-        exc: what boto3 raised. op: ``PUT``/``GET``/``HEAD``/``LIST``/``DELETE``/``BUCKET``.
-        key: the object key (None for bucket-level calls). endpoint, bucket: named in access errors.
-    """
-    where = f"{op} {key!r} " if key is not None else f"{op} "
-    place = f"endpoint {endpoint}, bucket {bucket}"
-    if isinstance(exc, bce.ClientError):
-        err = exc.response.get("Error", {})
-        code = str(err.get("Code", ""))
-        msg = str(err.get("Message", ""))
-        status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
-        detail = f"{code or status} (HTTP {status}): {msg}"
-        if code in _PRECONDITION or status == 412 or (status == 409 and op == "PUT"):
-            note = " [409: a concurrent conditional write]" if status == 409 else ""
-            return PreconditionFailed(f"{where}precondition failed: {detail}{note}", key=key)
-        if code == "NoSuchBucket" or code in _ACCESS or status in (301, 307, 401, 403):
-            return StoreAccessError(f"{where}refused by {place}: {detail}")
-        if code in _NOT_FOUND or status == 404:
-            return ObjectNotFound(f"{key} not found ({where.strip()} on {place})", key=key)
-        if code in _THROTTLE or status in (429, 503):
-            return Throttled(f"{where}throttled by {place}: {detail}", key=key)
-        if code in _TRANSIENT or status >= 500 or status == 409:
-            return TransientError(f"{where}failed on {place}: {detail}", key=key)
-        return ObjectStoreError(f"{where}unexpected error from {place}: {detail}", key=key)
-    if isinstance(exc, _CREDENTIALS):
-        return StoreAccessError(f"{where}no usable credentials for {place}: {type(exc).__name__} "
-                                "(configure the standard AWS credential chain)")
-    if isinstance(exc, _NOT_SENT):
-        return TransientError(f"{where}cannot connect to {place}: {type(exc).__name__}", key=key)
-    if isinstance(exc, bce.FlexibleChecksumError):
-        return CorruptData(f"{where}response checksum mismatch", source=f"s3://{bucket}/{key or ''}")
-    if isinstance(exc, bce.ParamValidationError):
-        return InvalidRequest(f"{where}invalid request parameters: {exc}")
-    return TransientError(f"{where}failed on {place}: {type(exc).__name__}: {exc}", key=key)
-
-
 class S3ObjectStore:
-    """An ObjectStore on one S3 bucket (optionally under a key prefix). Thread-safe."""
+    """An ObjectStore on one S3 bucket (optionally under a key prefix). Thread-safe.
+
+    Tuning beyond the protocol: ``max_attempts`` (ours; botocore never retries), multipart above
+    ``multipart_threshold`` in ``part_size`` parts (S3's minimum part is 5 MiB), ``list_page_size``
+    (MaxKeys; tests shrink it to cross pages cheaply) and ``list_order`` (see the module docstring).
+    """
 
     def __init__(self, bucket: str, *, prefix: str = "", endpoint_url: str | None = None,
                  region: str | None = None, clock: Clock | None = None, ids: IdSource | None = None,
@@ -162,8 +113,6 @@ class S3ObjectStore:
         self._policy = BackoffPolicy(max_attempts=max_attempts)
         self._multipart_threshold, self._part_size = multipart_threshold, part_size
         self._page_size = list_page_size
-        # Non-AWS servers may list in another order (SeaweedFS walks its directory tree: "a/x"
-        # before "a-b") and apply StartAfter in that order: sort client-side unless told otherwise.
         self._sort_listings = (list_order == "sort") if list_order else endpoint_url is not None
         self._client, self._secrets = self._make_client(region, max_pool_connections,
                                                         connect_timeout_s, read_timeout_s)
@@ -206,24 +155,26 @@ class S3ObjectStore:
         return self._bucket
 
     def _full(self, key: str) -> str:
-        return self._base + key
+        """The bucket key of a valid object ``key`` (raises InvalidRequest otherwise)."""
+        return self._base + validate_key(key)
 
-    def _scrub(self, err: S3StreamError) -> S3StreamError:
-        """Belt and braces: no message may contain the secret key or session token."""
+    def _scrub(self, err: S3StreamError) -> bool:
+        """Belt and braces: no message may contain the secret key or session token. True if it did."""
         text = str(err)
         if not any(s in text for s in self._secrets):
-            return err
+            return False
         for s in self._secrets:
             text = text.replace(s, "***")
         err.args = (text,)
-        return err
+        return True
 
     def _classify(self, op: str, key: str | None) -> Callable[[BaseException], Attempt | None]:
         def classify(exc: BaseException) -> Attempt | None:
-            if not isinstance(exc, _BACKEND_ERRORS):
+            if not isinstance(exc, BACKEND_ERRORS):
                 return None
             err = map_botocore_error(exc, op=op, key=key, endpoint=self._endpoint, bucket=self._bucket)
-            return Attempt(self._scrub(err), not_sent=isinstance(exc, _NOT_SENT))
+            # A scrubbed error must not carry the botocore exception (and its text) as its cause.
+            return Attempt(err, not_sent=isinstance(exc, NOT_SENT_ERRORS), chain=not self._scrub(err))
         return classify
 
     def _unreachable(self, attempt: Attempt) -> S3StreamError:
@@ -240,11 +191,11 @@ class S3ObjectStore:
 
     def put(self, key: str, data: bytes | bytearray | memoryview, *, if_none_match: bool = False,
             if_match: str | None = None) -> ObjectMeta:
-        validate_key(key)
+        full = self._full(key)
         if if_none_match and if_match is not None:
             raise InvalidRequest("put: if_none_match and if_match are mutually exclusive")
         view = memoryview(data).cast("B")
-        size, full = len(view), self._full(key)
+        size = len(view)
         if if_none_match or if_match is not None or size <= self._multipart_threshold:
             body = data if isinstance(data, bytes) else view.tobytes()
             etag = self._put_single(key, full, body, if_none_match=if_none_match, if_match=if_match)
@@ -306,11 +257,10 @@ class S3ObjectStore:
         """Best effort: a failed abort leaves parts for the bucket's AbortIncompleteMultipartUpload rule."""
         try:
             self._client.abort_multipart_upload(Bucket=self._bucket, Key=full, UploadId=upload_id)
-        except _BACKEND_ERRORS:
+        except BACKEND_ERRORS:
             pass
 
     def get(self, key: str, byte_range: ByteRange | None = None) -> bytes:
-        validate_key(key)
         full = self._full(key)
         header = None if byte_range is None else _range_header(byte_range)
         if byte_range is not None and header is None:  # an empty [start, start) range
@@ -335,19 +285,14 @@ class S3ObjectStore:
         return self._call("GET", key, once)
 
     def head(self, key: str) -> ObjectMeta:
-        validate_key(key)
         full = self._full(key)
         resp = self._call("HEAD", key, lambda: self._client.head_object(Bucket=self._bucket, Key=full))
         return ObjectMeta(key, int(resp["ContentLength"]), _etag(resp, key, self._bucket),
                           int(resp["LastModified"].timestamp() * 1000))
 
     def list(self, prefix: str, *, start_after: str | None = None) -> Iterator[ListEntry]:
-        """Keys under ``prefix`` after ``start_after``, in lexicographic order.
-
-        ``list_order="server"`` (the default on AWS): lazy, page by page, StartAfter sent to the server,
-        the order verified (:class:`CorruptData` if the server breaks it). ``"sort"`` (the default for
-        other endpoints): the whole prefix is listed, then sorted and filtered here.
-        """
+        """Keys under ``prefix`` after ``start_after`` in key order: lazily from the server (``server``
+        order, verified) or listed whole, then sorted and filtered here (``sort``)."""
         validate_prefix(prefix)
         if not self._sort_listings:
             return self._list_pages(prefix, start_after, ordered=True)
@@ -358,10 +303,10 @@ class S3ObjectStore:
 
     def _list_pages(self, prefix: str, start_after: str | None, *, ordered: bool) -> Iterator[ListEntry]:
         """Yield entries page by page; each page is one retried (idempotent) request."""
-        kwargs: dict[str, Any] = {"Bucket": self._bucket, "Prefix": self._full(prefix),
+        kwargs: dict[str, Any] = {"Bucket": self._bucket, "Prefix": self._base + prefix,
                                   "MaxKeys": self._page_size}
         if start_after is not None:
-            kwargs["StartAfter"] = self._full(start_after)
+            kwargs["StartAfter"] = self._base + start_after
         cut, last = len(self._base), kwargs.get("StartAfter", "")
         while True:
             page = dict(kwargs)
@@ -383,7 +328,6 @@ class S3ObjectStore:
             kwargs["ContinuationToken"] = token
 
     def delete(self, key: str) -> None:
-        validate_key(key)
         full = self._full(key)
         try:
             self._call("DELETE", key, lambda: self._client.delete_object(Bucket=self._bucket, Key=full))
@@ -392,29 +336,23 @@ class S3ObjectStore:
 
     def ensure_bucket(self) -> None:
         """Create the bucket if it is missing (for tests and the local stack, not production)."""
-        def mapped(exc: BaseException) -> S3StreamError:
-            return self._scrub(map_botocore_error(exc, op="BUCKET", key=None, endpoint=self._endpoint,
-                                                  bucket=self._bucket))
         try:
-            self._client.head_bucket(Bucket=self._bucket)
-            return
-        except bce.ClientError as exc:
-            if exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") not in (403, 404):
-                raise mapped(exc) from exc
-        except _BACKEND_ERRORS as exc:
-            raise mapped(exc) from exc
-        region = self._client.meta.region_name
-        try:
-            if region and region != "us-east-1":
-                self._client.create_bucket(Bucket=self._bucket, CreateBucketConfiguration={
-                    "LocationConstraint": region})  # type: ignore[typeddict-item]
-            else:
-                self._client.create_bucket(Bucket=self._bucket)
-        except bce.ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") != "BucketAlreadyOwnedByYou":
-                raise mapped(exc) from exc
-        except _BACKEND_ERRORS as exc:
-            raise mapped(exc) from exc
+            try:
+                self._client.head_bucket(Bucket=self._bucket)
+                return
+            except bce.ClientError as exc:  # 404 (or 403 on some servers) when it does not exist
+                if exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") not in (403, 404):
+                    raise
+            region = self._client.meta.region_name
+            extra: dict[str, Any] = ({} if region in (None, "us-east-1") else
+                                     {"CreateBucketConfiguration": {"LocationConstraint": region}})
+            self._client.create_bucket(Bucket=self._bucket, **extra)
+        except BACKEND_ERRORS as exc:
+            if isinstance(exc, bce.ClientError) and \
+                    exc.response.get("Error", {}).get("Code") == "BucketAlreadyOwnedByYou":
+                return
+            err = map_botocore_error(exc, op="BUCKET", key=None, endpoint=self._endpoint, bucket=self._bucket)
+            raise err from (None if self._scrub(err) else exc)
 
     def close(self) -> None:
         self._client.close()

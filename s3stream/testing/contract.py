@@ -27,7 +27,6 @@ validation; a large object; binary data with every byte value; keys with spaces 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import ClassVar
 
@@ -84,17 +83,20 @@ class ObjectStoreContract:
     race_threads: ClassVar[int] = 16
 
     @pytest.fixture
-    def store(self) -> Iterator[ObjectStore]:
+    def store(self) -> ObjectStore:
         """A fresh, empty store for each test: every subclass overrides this."""
         pytest.fail(f"{type(self).__name__} must define a `store` fixture")
-        yield  # pragma: no cover
 
     # -- put / get / head -------------------------------------------------------------------------
+
+    def test_implements_the_protocol(self, store: ObjectStore) -> None:
+        assert isinstance(store, ObjectStore)
 
     def test_put_get_round_trip(self, store: ObjectStore) -> None:
         meta = store.put("a/b/c.bin", b"hello")
         assert (meta.key, meta.size) == ("a/b/c.bin", 5)
-        assert meta.etag.startswith('"') and meta.etag.endswith('"')
+        assert meta.etag.startswith('"')
+        assert meta.etag.endswith('"')
         assert store.get("a/b/c.bin") == b"hello"
 
     def test_put_accepts_bytearray_and_memoryview(self, store: ObjectStore) -> None:
@@ -249,7 +251,7 @@ class ObjectStoreContract:
 
     def test_concurrent_if_none_match_has_one_winner(self, store: ObjectStore) -> None:
         if not self.atomic_conditional_writes:
-            pytest.skip("this backend does not promise atomic conditional writes (moto)")
+            pytest.skip("this backend does not promise atomic conditional writes (e.g. moto)")
         for round_ in range(3):
             key = f"race/{round_:020d}.json"
             winners = _race(store, key, self.race_threads)
@@ -258,7 +260,7 @@ class ObjectStoreContract:
 
     def test_concurrent_if_match_has_one_winner(self, store: ObjectStore) -> None:
         if not self.atomic_conditional_writes:
-            pytest.skip("this backend does not promise atomic conditional writes (moto)")
+            pytest.skip("this backend does not promise atomic conditional writes (e.g. moto)")
         etag = store.put("race/boundary", b"base").etag
         winners = _race(store, "race/boundary", self.race_threads, etag=etag)
         assert len(winners) == 1, f"{len(winners)} winners of If-Match"

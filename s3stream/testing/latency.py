@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from statistics import NormalDist
 
 from s3stream.clock import Clock, SystemClock
-from s3stream.errors import InvalidRequest
+from s3stream.errors import InvalidRequest, ObjectNotFound
 from s3stream.ids import IdSource
 from s3stream.objectstore.protocol import ByteRange, ListEntry, ObjectMeta, ObjectStore
 
@@ -146,13 +146,19 @@ class LatencyObjectStore:
         return self._inner.put(key, data, if_none_match=if_none_match, if_match=if_match)
 
     def get(self, key: str, byte_range: ByteRange | None = None) -> bytes:
-        data = self._inner.get(key, byte_range)
+        try:
+            data = self._inner.get(key, byte_range)
+        except ObjectNotFound:
+            self._pause("get")  # a 404 costs a round trip too (manifest probes end with one)
+            raise
         self._pause("get", len(data))
         return data
 
     def head(self, key: str) -> ObjectMeta:
-        meta = self._inner.head(key)
-        self._pause("head")
+        try:
+            meta = self._inner.head(key)
+        finally:
+            self._pause("head")
         return meta
 
     def list(self, prefix: str, *, start_after: str | None = None) -> Iterator[ListEntry]:

@@ -59,6 +59,9 @@ def test_credentials_env() -> dict[str, str]:
     return {"AWS_ACCESS_KEY_ID": TEST_ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": TEST_SECRET_KEY}
 
 
+test_credentials_env.__test__ = False  # type: ignore[attr-defined]  # not a test, despite its name
+
+
 def free_ports(n: int, *, paired_offset: int | None = None) -> list[int]:
     """``n`` distinct free TCP ports on 127.0.0.1 (held together while choosing, then released).
 
@@ -113,6 +116,9 @@ def moto_server() -> Iterator[str]:
         yield f"http://{host}:{port}"
     finally:
         server.stop()
+        inner = getattr(server, "_server", None)  # stop() shuts the loop down but leaves the socket open
+        if inner is not None:
+            inner.server_close()
 
 
 def reset_moto(endpoint: str) -> None:
@@ -221,8 +227,8 @@ def _stop_process_group(proc: subprocess.Popen[bytes], grace_s: float = 15.0) ->
 
 
 def _remove_grpc_sockets(ports: dict[str, int]) -> None:
-    """weed leaves ``/tmp/seaweedfs-{admin,s3}-grpc-PORT.sock`` (no flag moves them): remove ours."""
-    for name in ("admin", "s3"):
+    """weed leaves ``/tmp/seaweedfs-NAME-grpc-PORT.sock`` (no flag moves them): remove ours."""
+    for name in _WEED_COMPONENTS:
         sock = Path(f"/tmp/seaweedfs-{name}-grpc-{ports[f'{name}.port.grpc']}.sock")
         with contextlib.suppress(OSError):
             if sock.is_socket():

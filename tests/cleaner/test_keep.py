@@ -22,9 +22,10 @@ def table(rows: Sequence[tuple[int, str | None, str | None, int | None]]) -> pa.
         schema=RECORD_SCHEMA)
 
 
-def omap(entries: dict[str, int], latest: int) -> OffsetMap:
+def omap(entries: dict[str, int], latest: int, start: int = 0) -> OffsetMap:
+    """A map over ``[start, latest]``: every keyed record there must have its key in ``entries``."""
     t = pa.table({"key": [k.encode() for k in entries], "map_offset": list(entries.values())}, schema=MAP_SCHEMA)
-    return OffsetMap(t, latest, False, 100)
+    return OffsetMap(t, latest, False, 100, start)
 
 
 def kept(t: pa.Table) -> list[tuple[int, str | None, int | None]]:
@@ -40,8 +41,8 @@ def test_superseded_values_are_dropped_latest_kept() -> None:
 
 
 def test_keys_absent_from_the_map_are_kept() -> None:
-    t = table([(0, "old", "x", None), (1, "a", "1", None)])
-    out, _ = retain(t, omap({"a": 1}, 1), now_ms=NOW, delete_retention_ms=DR)
+    t = table([(0, "old", "x", None), (1, "a", "1", None)])      # offset 0 is in the clean section
+    out, _ = retain(t, omap({"a": 1}, 1, start=1), now_ms=NOW, delete_retention_ms=DR)
     assert [r[0] for r in kept(out)] == [0, 1]
 
 
@@ -75,8 +76,8 @@ def test_tombstone_phase_one_stamps_now_plus_delete_retention() -> None:
 
 
 def test_tombstone_phase_two_drops_at_and_after_the_horizon_only() -> None:
-    t = table([(1, "a", None, NOW + 1)])
-    m = omap({}, 1)
+    t = table([(1, "a", None, NOW + 1)])                   # in the clean section of a later round
+    m = omap({}, 5, start=2)
     assert kept(retain(t, m, now_ms=NOW, delete_retention_ms=DR)[0]) == [(1, None, NOW + 1)]
     out, stats = retain(t, m, now_ms=NOW + 1, delete_retention_ms=DR)
     assert kept(out) == [] and stats.tombstones_dropped == 1
@@ -98,7 +99,7 @@ def test_d05_superseded_tombstone_is_dropped_at_once() -> None:
 
 def test_t23_tombstone_in_the_dirty_range_removes_earlier_values() -> None:
     t = table([(0, "a", "1", None), (1, "b", "1", None), (2, "a", None, None)])
-    out, _ = retain(t, omap({"a": 2}, 2), now_ms=NOW, delete_retention_ms=DR)
+    out, _ = retain(t, omap({"a": 2, "b": 1}, 2), now_ms=NOW, delete_retention_ms=DR)
     assert kept(out) == [(1, "1", None), (2, None, NOW + DR)]
 
 

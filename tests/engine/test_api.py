@@ -173,3 +173,43 @@ def test_reader_store_sees_flushed_records(mem_url: str, tmp_path: Path) -> None
             assert reader.node_id is None  # reading never made it a writer
         finally:
             reader.close()
+
+
+def test_delete_records_rules(mem_url: str, tmp_path: Path) -> None:
+    from s3stream import PolicyViolation
+
+    with open_mem(mem_url, tmp_path) as store:
+        store.create_topic("c", config={"cleanup.policy": "compact"})
+        store.create_topic("d", config={"cleanup.policy": "compact,delete"})
+        store.partition("c", 0).append(recs(3))
+        with pytest.raises(PolicyViolation):
+            store.partition("c", 0).delete_records(1)
+        log = store.partition("d", 0)
+        log.append(recs(5))
+        assert log.delete_records(2) == 2
+        assert log.delete_records(1) == 2  # never moves backwards
+        with pytest.raises(OffsetOutOfRange):
+            log.delete_records(6)
+        assert log.delete_records(-1) == 5
+        assert log.read(5) == []
+        assert log.append(recs(1)).base_offset == 5
+    with open_mem(mem_url, tmp_path) as again:
+        log = again.partition("d", 0)
+        assert (log.log_start_offset, log.log_end_offset) == (5, 6)
+
+
+def test_closed_store_refuses_work(mem_url: str, tmp_path: Path) -> None:
+    from s3stream.errors import Closed
+
+    store = open_mem(mem_url, tmp_path)
+    store.create_topic("t")
+    log = store.partition("t", 0)
+    log.append(recs(2))
+    store.close()
+    store.close()  # idempotent
+    with pytest.raises(Closed):
+        log.append(recs(1))
+    with pytest.raises(Closed):
+        store.partition("t", 0)
+    with open_mem(mem_url, tmp_path) as again:
+        assert again.partition("t", 0).log_end_offset == 2

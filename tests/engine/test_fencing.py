@@ -117,3 +117,77 @@ def test_restarted_zombie_does_not_steal_back(mem_url: str, tmp_path: Path) -> N
         assert got[:4] == [b"a0", b"a1", b"a2", b"b0"]
         assert len(got) == len(set(got))
     b.close()
+
+
+@pytest.mark.parametrize("segment_bytes", [300, 1 << 20])
+def test_takeover_races_a_live_writer(mem_url: str, tmp_path: Path, segment_bytes: int) -> None:
+    """B takes over while A keeps appending (ack=s3): every append A acknowledged survives at its offset."""
+    import threading
+    import time
+
+    a = open_mem(mem_url, tmp_path, wal="a", ack="s3", flush_interval_ms=2, wal_fsync=False)
+    b = open_mem(mem_url, tmp_path, wal="b", ack="s3", flush_interval_ms=2, wal_fsync=False)
+    try:
+        a.create_topic("t", config={"segment.bytes": segment_bytes})
+        la = a.partition("t", 0)
+        acked: list[tuple[int, bytes]] = []
+        failures: list[BaseException] = []
+
+        def zombie() -> None:
+            i = 0
+            try:
+                while True:
+                    value = b"a%d" % i
+                    acked.append((la.append([Record(b"k", value)]).base_offset, value))
+                    i += 1
+            except S3StreamError as exc:
+                failures.append(exc)
+
+        t = threading.Thread(target=zombie, daemon=True)
+        t.start()
+        deadline = time.monotonic() + 5
+        while len(acked) < 20 and time.monotonic() < deadline:
+            time.sleep(0.005)
+        res = b.partition("t", 0).append([Record(b"k", b"b0")])
+        t.join(10)
+        assert not t.is_alive() and failures and isinstance(failures[0], Fenced)
+        got = read_all(b.partition("t", 0))
+        by_offset = {r.offset: r.value for r in got}
+        assert [r.offset for r in got] == list(range(len(got)))
+        for offset, value in acked:
+            assert by_offset[offset] == value
+        assert res.base_offset == len(got) - 1 and by_offset[res.base_offset] == b"b0"
+        assert res.base_offset >= len(acked)
+        assert len(set(by_offset.values())) == len(got)
+    finally:
+        a.close()
+        b.close()
+
+
+@pytest.mark.parametrize("point", ["seal.after_segment_put", "manifest.before_put", "manifest.after_put"])
+@pytest.mark.parametrize("restart", ["same-node", "third-node"])
+def test_crash_during_takeover(mem_url: str, tmp_path: Path, point: str, restart: str) -> None:
+    from s3stream.crashpoints import CrashPoints, SimulatedCrash
+
+    from .helpers import abandon
+
+    with open_mem(mem_url, tmp_path, wal="a", flush_interval_ms=60_000) as a:
+        a.create_topic("t", config={"segment.bytes": 300})
+        la = a.partition("t", 0)
+        for i in range(6):
+            la.append(_vals("a", 2, 2 * i))
+        a.flush()
+        flushed = [r.value for r in read_all(la)]
+    cp = CrashPoints()
+    b = open_mem(mem_url, tmp_path, wal="b", crash_points=cp)
+    cp.arm(point)
+    with pytest.raises(SimulatedCrash):
+        b.partition("t", 0).append(_vals("b", 1))
+    abandon(b)
+    with open_mem(mem_url, tmp_path, wal="b" if restart == "same-node" else "c") as c:
+        lc = c.partition("t", 0)
+        assert [r.value for r in read_all(lc)] == flushed
+        assert lc.append(_vals("c", 1)).base_offset == len(flushed)
+        assert [r.value for r in read_all(lc)] == [*flushed, b"c0"]
+    with open_mem(mem_url, tmp_path, wal="reader") as reader:
+        assert [r.value for r in read_all(reader.partition("t", 0))] == [*flushed, b"c0"]

@@ -8,6 +8,7 @@ directory, as a restarted process would.
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import pytest
@@ -40,7 +41,7 @@ def _check(store: s3stream.Store, acked: dict[int, list[bytes]]) -> None:
         assert [r.value for r in got] == values, f"partition {p}"
         assert log.log_end_offset == len(values)
         sealed = [s for s in log.segments() if s.sealed]
-        assert all(a.last_offset + 1 == b.base_offset for a, b in zip(sealed, sealed[1:], strict=False))
+        assert all(a.last_offset + 1 == b.base_offset for a, b in itertools.pairwise(sealed))
 
 
 def test_close_and_reopen_sees_everything(mem_url: str, tmp_path: Path) -> None:
@@ -63,12 +64,17 @@ _SEAL_POINTS = ["seal.after_segment_put", "seal.after_manifest_commit", "manifes
                 "manifest.after_put"]
 
 
-@pytest.mark.parametrize("after", [0, 1])
-@pytest.mark.parametrize("point", _FLUSH_POINTS + _SEAL_POINTS)
-def test_crash_at_every_point(mem_url: str, tmp_path: Path, point: str, after: int) -> None:
+_CASES = [(point, after, "memory") for point in _FLUSH_POINTS + _SEAL_POINTS for after in (0, 1)]
+_CASES += [(point, 0, "file") for point in _FLUSH_POINTS + _SEAL_POINTS]
+
+
+@pytest.mark.parametrize(("point", "after", "backend"), _CASES)
+def test_crash_at_every_point(mem_url: str, tmp_path: Path, point: str, after: int, backend: str) -> None:
+    """``after``: how many hits of the point pass before the crash (a later flush or seal dies)."""
+    url = mem_url if backend == "memory" else f"file://{tmp_path}/data"
     acked: dict[int, list[bytes]] = {p: [] for p in range(PARTS)}
     cp = CrashPoints()
-    store = open_mem(mem_url, tmp_path, crash_points=cp, flush_interval_ms=60_000)
+    store = open_mem(url, tmp_path, crash_points=cp, flush_interval_ms=60_000)
     store.create_topic(TOPIC, partitions=PARTS)
     logs = [store.partition(TOPIC, p) for p in range(PARTS)]
     for log in logs:
@@ -103,15 +109,15 @@ def test_crash_at_every_point(mem_url: str, tmp_path: Path, point: str, after: i
             logs[0].append([Record(b"k", b"not-acked")])
     abandon(store)
 
-    with open_mem(mem_url, tmp_path) as recovered:
+    with open_mem(url, tmp_path) as recovered:
         _check(recovered, acked)
         for p in range(PARTS):
             _append(recovered.partition(TOPIC, p), acked[p], 2)
         recovered.partition(TOPIC, 0).roll()
         _check(recovered, acked)
-    with open_mem(mem_url, tmp_path) as again:
+    with open_mem(url, tmp_path) as again:
         _check(again, acked)
-    with open_mem(mem_url, tmp_path, wal="elsewhere") as reader:
+    with open_mem(url, tmp_path, wal="elsewhere") as reader:
         _check(reader, acked)
 
 

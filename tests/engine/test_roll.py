@@ -91,7 +91,7 @@ def test_segment_jitter_shortens_the_deadline(mem_url: str, tmp_path: Path) -> N
         run = next(runs)
         url = f"{mem_url}-run{run}"
         store = s3stream.open_store(url, clock=ManualClock(T0), ids=IdSource(seed), probe=False,
-                                    wal_dir=str(tmp_path / f"wal{run}"))
+                                    wal_dir=str(tmp_path / f"wal{run}"), wal_fsync=False)
         try:
             store.create_topic("t", config={"segment.ms": 100, "segment.jitter.ms": jitter})
             log = store.partition("t", 0)

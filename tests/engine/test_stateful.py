@@ -6,6 +6,7 @@ import itertools
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Any, ClassVar
 
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
@@ -40,9 +41,11 @@ class LogMachine(RuleBasedStateMachine):
         self.store.create_topic("t", config={"segment.bytes": 200, "segment.ms": 500})
         self.log = self.store.partition("t", 0)
 
+    OPTIONS: ClassVar[dict[str, Any]] = {"flush_interval_ms": 20, "wal_file_bytes": 1024}
+
     def _open(self) -> s3stream.Store:
         return s3stream.open_store(f"memory://{self.name}", clock=self.clock, probe=False,
-                                   wal_dir=str(self.dir / f"wal{self.node}"), flush_interval_ms=20, wal_fsync=False)
+                                   wal_dir=str(self.dir / f"wal{self.node}"), wal_fsync=False, **self.OPTIONS)
 
     @rule(batch=_records)
     def append(self, batch: list[Record]) -> None:
@@ -136,6 +139,16 @@ class LogMachine(RuleBasedStateMachine):
             shutil.rmtree(self.dir, ignore_errors=True)
 
 
-LogMachine.TestCase.settings = settings(max_examples=12, stateful_step_count=25, deadline=None,
+class TightLogMachine(LogMachine):
+    """ack=s3, a tail cache too small to hold anything (reads go to WAL objects), tiny WAL files (trims)."""
+
+    OPTIONS: ClassVar[dict[str, Any]] = {"flush_interval_ms": 2, "ack": "s3", "cache_bytes": 300,
+                                         "wal_file_bytes": 512}
+
+
+LogMachine.TestCase.settings = settings(max_examples=20, stateful_step_count=30, deadline=None,
                                         derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+TightLogMachine.TestCase.settings = settings(max_examples=8, stateful_step_count=30, deadline=None,
+                                             derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 TestPartitionLog = LogMachine.TestCase
+TestPartitionLogTight = TightLogMachine.TestCase

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import io
+import traceback
 from collections.abc import Iterator
 
 import botocore.exceptions as bce
@@ -161,6 +162,8 @@ def test_messages_never_contain_the_secret(stub: Stubber, store: S3ObjectStore) 
     with pytest.raises(StoreAccessError) as info:
         store.get("k")
     assert SECRET not in str(info.value)
+    assert info.value.__cause__ is None  # the botocore exception carried the secret: not chained
+    assert SECRET not in "".join(traceback.format_exception(info.value))
     assert ENDPOINT in str(info.value) and "bkt" in str(info.value)
 
 
@@ -181,7 +184,7 @@ def test_range_past_the_end_is_empty(stub: Stubber, store: S3ObjectStore) -> Non
 
 
 def test_misordered_listing_is_corrupt_in_server_mode(stub: Stubber, store: S3ObjectStore) -> None:
-    now = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+    now = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
     stub.add_response("list_objects_v2", {"IsTruncated": False, "Contents": [
         {"Key": "pre/b", "Size": 1, "LastModified": now}, {"Key": "pre/a", "Size": 1, "LastModified": now}]})
     with pytest.raises(CorruptData, match="out of order"):
@@ -189,7 +192,7 @@ def test_misordered_listing_is_corrupt_in_server_mode(stub: Stubber, store: S3Ob
 
 
 def test_listing_pages_follow_continuation_tokens(stub: Stubber, store: S3ObjectStore) -> None:
-    now = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+    now = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
     stub.add_response("list_objects_v2", {
         "IsTruncated": True, "NextContinuationToken": "t1",
         "Contents": [{"Key": "pre/a", "Size": 1, "LastModified": now}]},
@@ -213,7 +216,7 @@ def test_multipart_upload_aborts_on_failure(stub: Stubber, store: S3ObjectStore)
 
 
 def test_multipart_complete_with_a_lost_response_is_read_back(stub: Stubber, store: S3ObjectStore) -> None:
-    now = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+    now = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
     stub.add_response("create_multipart_upload", {"UploadId": "u1"})
     stub.add_response("upload_part", {"ETag": '"p1"'}, {"Bucket": "bkt", "Key": "pre/big", "UploadId": "u1",
                                                       "PartNumber": 1, "Body": b"x" * 6})

@@ -9,6 +9,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import ClassVar
 
 import pytest
 
@@ -23,7 +24,7 @@ _ERROR_500 = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>InternalError
 
 
 class _Failing(BaseHTTPRequestHandler):
-    hits: list[str] = []
+    hits: ClassVar[list[str]] = []
 
     def _fail(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
@@ -46,7 +47,7 @@ class _Failing(BaseHTTPRequestHandler):
 def failing_endpoint() -> Iterator[str]:
     _Failing.hits = []
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Failing)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{server.server_address[1]}"
     server.shutdown()

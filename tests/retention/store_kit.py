@@ -7,7 +7,8 @@ group given to :func:`shape` becomes one segment, and the last group stays the a
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -93,26 +94,22 @@ class HookedStore:
     """
 
     def __init__(self, inner: ObjectStore) -> None:
-        import threading
-
         self.inner = inner
         self.puts: list[str] = []
         self._lock = threading.Lock()
-        self._armed: tuple[Any, Any] | None = None
+        self._armed: tuple[Callable[[str, str], bool], Callable[[], object]] | None = None
         self.fired = 0
 
     @property
     def url(self) -> str:
         return self.inner.url
 
-    def arm(self, predicate: Any, hook: Any) -> None:
+    def arm(self, predicate: Callable[[str, str], bool], hook: Callable[[], object]) -> None:
         with self._lock:
             self._armed = (predicate, hook)
 
     def put(self, key: str, data: bytes | bytearray | memoryview, *, if_none_match: bool = False,
             if_match: str | None = None) -> ObjectMeta:
-        import threading
-
         hook = None
         with self._lock:
             armed = self._armed

@@ -26,3 +26,6 @@ def test_quick_run_counts_requests_and_writes_results(tmp_path: Path) -> None:
     # steady state: one manifest probe per partition, the topic list and the topic document
     assert steady["requests"]["by_kind_and_family"].get("GET manifest") == 4
     assert steady["requests"]["by_kind"]["LIST"] == 1
+    warm = result["warm_deleting_pass"]  # another quarter (1 of 6 per partition) expired
+    assert warm["segments_deleted"] == 4 and warm["requests"]["manifest_commits"] == 4
+    assert warm["requests"]["by_kind_and_family"].get("LIST manifest") is None  # caches are warm

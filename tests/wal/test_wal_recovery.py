@@ -196,6 +196,14 @@ def test_damaged_header_of_the_last_file_is_recreated(mem: MemoryWalStorage) -> 
     assert mem.read("00000000000000000002.log")[:FILE_HEADER_SIZE] == encode_file_header(2)
 
 
+def test_bad_header_of_a_last_file_holding_frames_is_corrupt(mem: MemoryWalStorage) -> None:
+    bad = bytearray(file_bytes(4, [b"acked"]))
+    bad[0] ^= 1  # the header was synced before any frame: a crash cannot have damaged it
+    seed_file(mem, 4, bytes(bad))
+    with pytest.raises(WalCorrupt, match="bad file magic"):
+        WalWriter(storage=mem)
+
+
 def test_gap_between_files_is_corrupt(mem: MemoryWalStorage) -> None:
     seed_file(mem, 0, file_bytes(0, [b"x"]))
     seed_file(mem, 5, file_bytes(5, [b"y"]))

@@ -176,6 +176,16 @@ def test_files_roll_at_file_bytes_and_are_named_by_first_seq(tmp_path: Path, mak
         assert [int(p.stem) for p in log_files(tmp_path)][-1] == 18
 
 
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc")
+def test_rolling_keeps_one_open_descriptor(tmp_path: Path, make_writer: MakeWriter) -> None:
+    writer = make_writer(tmp_path, file_bytes=250)
+    for s in range(20):
+        writer.append(payload_for(s, 50))
+    open_logs = [p for p in Path("/proc/self/fd").iterdir()
+                 if str(p.resolve(strict=False)).startswith(str(tmp_path)) and p.resolve().suffix == ".log"]
+    assert len(log_files(tmp_path)) == 7 and len(open_logs) == 1
+
+
 def test_an_entry_larger_than_a_file_gets_a_file_of_its_own(tmp_path: Path, make_writer: MakeWriter) -> None:
     writer = make_writer(tmp_path, file_bytes=100)
     writer.append(b"s")
