@@ -1,12 +1,13 @@
 """How the cleaner reads segments: dedicated ranged readers, bounded chunks, and one step of read-ahead.
 
-A cleaning round scans whole segments once or twice (keys for the offset map, then every column for the
-rewrite). Scanning through the store's shared reader cache would fill it with blocks nobody reads again,
-so each scan uses its own :class:`~s3stream.segment.SegmentReader`, dropped when the segment is done.
-The rewrite reads a segment in chunks of whole row groups (about :data:`CHUNK_BYTES` of records), so a
-round holds a few chunks in memory, never a whole segment object plus its decoded copy. Every read goes
-through the segment reader's checks (footer CRC32C, page checksums, row-group index): damaged bytes
-raise CorruptData naming the object.
+A cleaning round scans segments twice. For the offset map only the ``offset`` and ``key`` columns are
+read, by ranged GETs of those column chunks (:func:`segment_keys`, through a
+:class:`~s3stream.segment.SegmentReader` of its own: scanning through the store's shared reader cache
+would fill it with blocks nobody reads again). The rewrite needs every column, so
+:func:`segment_chunks` fetches each object with one GET, checks it against the size and CRC32C in the
+manifest, and decodes it from memory in chunks of whole row groups (about :data:`CHUNK_BYTES` of
+records), each checked against the footer's row-group index: a round holds one object and a few
+decoded chunks, never a whole decoded segment. Damaged bytes raise CorruptData naming the object.
 
 :func:`read_ahead` overlaps I/O and decoding with the caller's work: while the caller processes item i,
 one worker thread produces item i+1 (pyarrow releases the GIL while decoding), so memory grows by one
@@ -19,11 +20,16 @@ from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, TypeVar, cast
 
+import crc32c
+import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 
+from s3stream.errors import CorruptData, S3StreamError
 from s3stream.manifest.model import SegmentRef
 from s3stream.objectstore.protocol import ByteRange
-from s3stream.segment import SegmentReader
+from s3stream.records import RECORD_SCHEMA
+from s3stream.segment import RowGroupInfo, SegmentReader
 
 if TYPE_CHECKING:
     from s3stream.runtime import Runtime
@@ -34,6 +40,8 @@ __all__ = ["CHUNK_BYTES", "read_ahead", "segment_chunks", "segment_keys", "segme
 CHUNK_BYTES = 8 << 20
 
 T = TypeVar("T")
+_DECODE_ERRORS = (pa.ArrowException, OSError, ValueError, TypeError, KeyError, IndexError, OverflowError,
+                  EOFError, RuntimeError)
 
 
 def segment_reader(rt: Runtime, seg: SegmentRef) -> SegmentReader:
@@ -50,19 +58,50 @@ def segment_keys(rt: Runtime, seg: SegmentRef, from_offset: int) -> pa.Table:
 
 def segment_chunks(rt: Runtime, segments: Sequence[SegmentRef], *, chunk_bytes: int = CHUNK_BYTES
                    ) -> Iterator[pa.Table]:
-    """Every record of ``segments`` in offset order, as tables of whole row groups of ~``chunk_bytes``."""
+    """Every record of ``segments`` in offset order, as tables of whole row groups of ~``chunk_bytes``.
+
+    Each object is fetched with one GET and must match the size and CRC32C the manifest recorded, so
+    the bytes decoded are exactly the bytes the writer produced; the footer is validated by the segment
+    reader and every chunk is checked against the footer's row-group index.
+    """
     for seg in segments:
-        reader = segment_reader(rt, seg)
-        groups = reader.row_groups
-        i = 0
-        while i < len(groups):
-            j, rows, size = i, 0, 0
-            while j < len(groups) and (j == i or size < chunk_bytes):
-                rows += groups[j].num_rows
-                size += groups[j].size_bytes
-                j += 1
-            yield reader.read(groups[i].first_offset, max_records=rows)
-            i = j
+        data = rt.objstore.get(seg.key)
+        if len(data) != seg.object_size or crc32c.crc32c(data) != seg.crc32c:
+            raise CorruptData("segment object does not match the size and CRC32C of the manifest", source=seg.key)
+        groups = SegmentReader(lambda start, end, d=data: d[start:end], len(data), source=seg.key).row_groups
+        try:
+            pf = pq.ParquetFile(pa.BufferReader(data), pre_buffer=False)
+            for first, last in _batches(groups, chunk_bytes):
+                table = pf.read_row_groups(list(range(first, last + 1)), use_threads=True)
+                yield _checked(table, groups[first:last + 1], seg.key)
+        except S3StreamError:
+            raise
+        except _DECODE_ERRORS as exc:
+            raise CorruptData(f"cannot decode segment: {exc}", source=seg.key) from exc
+
+
+def _batches(groups: Sequence[RowGroupInfo], chunk_bytes: int) -> Iterator[tuple[int, int]]:
+    """``(first, last)`` row-group indexes of consecutive runs of about ``chunk_bytes`` (at least one group)."""
+    i = 0
+    while i < len(groups):
+        j, size = i, 0
+        while j < len(groups) and (j == i or size + groups[j].size_bytes <= chunk_bytes):
+            size += groups[j].size_bytes
+            j += 1
+        yield i, j - 1
+        i = j
+
+
+def _checked(table: pa.Table, groups: Sequence[RowGroupInfo], source: str) -> pa.Table:
+    """``table`` must hold exactly the rows the footer index promises for ``groups``, in RECORD_SCHEMA."""
+    table = table.replace_schema_metadata(None)
+    offsets = np.asarray(table.column("offset").to_numpy(), dtype=np.int64)
+    ok = (table.schema.equals(RECORD_SCHEMA) and table.num_rows == sum(g.num_rows for g in groups)
+          and len(offsets) > 0 and int(offsets[0]) == groups[0].first_offset
+          and int(offsets[-1]) == groups[-1].last_offset and bool(np.all(np.diff(offsets) > 0)))
+    if not ok:
+        raise CorruptData("row groups disagree with the footer index", source=source)
+    return table
 
 
 def read_ahead(pool: ThreadPoolExecutor, items: Iterator[T]) -> Iterator[T]:

@@ -134,6 +134,10 @@ class Fields:
             raise FieldError(f"{self._where}.{name} must be an array")
         return value
 
+    def has(self, name: str) -> bool:
+        """Whether an optional field is present."""
+        return name in self._obj
+
     def raw(self, name: str) -> Any:
         return self._get(name)
 
@@ -175,12 +179,15 @@ def _epoch_to_json(e: Epoch | None) -> dict[str, Any] | None:
 
 
 def _segment_to_json(s: SegmentRef) -> dict[str, Any]:
-    return {
+    out = {
         "key": s.key, "base_offset": s.base_offset, "last_offset": s.last_offset,
         "size_bytes": s.size_bytes, "object_size": s.object_size, "record_count": s.record_count,
         "max_timestamp": s.max_timestamp, "first_batch_max_timestamp": s.first_batch_max_timestamp,
         "created_ms": s.created_ms, "crc32c": s.crc32c, "added_seq": s.added_seq, "cleaned": s.cleaned,
     }
+    if s.offset_delta:
+        out["offset_delta"] = s.offset_delta  # written only when set, so ordinary manifests keep their bytes
+    return out
 
 
 def encode_manifest(m: Manifest) -> bytes:
@@ -265,6 +272,7 @@ def _segment_from(obj: object, i: int) -> SegmentRef:
         first_batch_max_timestamp=f.integer("first_batch_max_timestamp", minimum=-1),
         created_ms=f.integer("created_ms"), crc32c=f.integer("crc32c", minimum=0, maximum=2**32 - 1),
         added_seq=f.integer("added_seq", minimum=0), cleaned=f.flag("cleaned"),
+        offset_delta=f.integer("offset_delta", minimum=0) if f.has("offset_delta") else 0,
     )
     f.finish()
     return s

@@ -104,6 +104,7 @@ class SegmentRef:
     crc32c: int  # of the whole object
     added_seq: int = 0  # manifest seq that added it
     cleaned: bool = False  # produced by the cleaner
+    offset_delta: int = 0  # stored offsets + offset_delta = real offsets (segments staged by Spark tasks)
 
     @property
     def end_offset(self) -> int:
@@ -231,6 +232,8 @@ def _segments_problem(m: Manifest) -> str | None:
             return f"segment {s.key}: bad range [{s.base_offset}, {s.last_offset}]"
         if min(s.size_bytes, s.object_size, s.record_count, s.added_seq) < 0:
             return f"segment {s.key}: negative size, count or added_seq"
+        if not 0 <= s.offset_delta <= s.base_offset:
+            return f"segment {s.key}: offset_delta {s.offset_delta} outside [0, base_offset]"
         if s.record_count > s.end_offset - s.base_offset:
             return f"segment {s.key}: record_count exceeds its offset range"
         if min(s.max_timestamp, s.first_batch_max_timestamp) < -1 or not 0 <= s.crc32c < 2**32:
