@@ -28,7 +28,7 @@ from benchmarks.targets import Target
 from benchmarks.workload import ProduceResult, Producers, make_batches
 from s3stream import Store, open_store
 
-__all__ = ["IngestOutcome", "engine_counters", "run_ingest"]
+__all__ = ["IngestOutcome", "engine_counters", "engine_gauges", "run_ingest"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +56,24 @@ def engine_counters(store: Store) -> dict[str, Any]:
     return out
 
 
+def engine_gauges(store: Store) -> dict[str, int]:
+    """Bytes the engine holds now, by holder (internals, sampled for the memory breakdown; {} if moved).
+
+    ``uploader_buffered``: appends waiting for or inside a WAL-object flush; ``tail_cache``: batches in
+    the partitions' tail caches (the store's accounting); ``chunk_cache``: decoded WAL-object chunks.
+    """
+    rt = store.runtime
+    out: dict[str, int] = {}
+    node = rt.existing_node()
+    if node is not None:
+        out["uploader_buffered"] = int(node.uploader.buffered_bytes)
+    for name, holder, attr in (("tail_cache", rt, "_memory_bytes"), ("chunk_cache", rt.chunks, "_bytes")):
+        value = getattr(holder, attr, None)
+        if isinstance(value, int):
+            out[name] = value
+    return out
+
+
 def _warm_up(store: Store, topic: str, partitions: int, batch: list[Any]) -> list[Any]:
     logs = [store.partition(topic, p) for p in range(partitions)]
     for plog in logs:
@@ -79,7 +97,7 @@ def run_ingest(target: Target, params: Params, progress: PhaseProgress) -> Inges
         producers = Producers(logs, batches, producers=params.producers)
         before = engine_counters(store)
         with progress.phase(f"ingest: {params.partitions} partitions, {params.duration_s:g} s",
-                            seconds=params.duration_s), PeakRss() as peak, \
+                            seconds=params.duration_s), PeakRss(gauges=lambda: engine_gauges(store)) as peak, \
                 maybe_sample(params.profile) as sampler:
             produced = producers.run(seconds=params.duration_s)
             t0 = time.perf_counter()

@@ -7,7 +7,8 @@ milliseconds; percentiles use the nearest-rank method on the whole sample (no hi
 Peak RSS: on Linux the kernel's high-water mark ``VmHWM`` is reset by writing ``5`` to
 ``/proc/self/clear_refs``, so a phase's peak is exact; a 20 ms sampler of ``/proc/self/statm`` runs as
 well (and alone where the reset is not allowed), and also samples the bytes Arrow's memory pool holds
-(the rest of the RSS is the Python heap, ``bytes`` objects, libraries and allocator slack).
+(the rest of the RSS is the Python heap, ``bytes`` objects, libraries and allocator slack), and
+optional caller-given gauges (the engine's buffer and cache sizes), keeping each one's peak.
 ``resource.getrusage`` gives the process-lifetime peak.
 """
 
@@ -21,6 +22,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -139,8 +141,10 @@ def _reset_hwm() -> bool:
 class PeakRss:
     """Peak resident memory over a phase (``with PeakRss() as peak: ...; peak.result()``)."""
 
-    def __init__(self, interval_s: float = 0.02) -> None:
+    def __init__(self, interval_s: float = 0.02, *, gauges: Callable[[], dict[str, int]] | None = None) -> None:
         self._interval = interval_s
+        self._gauges = gauges
+        self._gauge_peaks: dict[str, int] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="bench-rss", daemon=True)
         self._sampled = 0
@@ -165,6 +169,9 @@ class PeakRss:
         while not self._stop.wait(self._interval):
             self._sampled = max(self._sampled, current_rss_bytes())
             self._arrow = max(self._arrow, _arrow_allocated_bytes())
+            if self._gauges is not None:
+                for name, value in self._gauges().items():
+                    self._gauge_peaks[name] = max(self._gauge_peaks.get(name, 0), value)
 
     def result(self) -> dict[str, Any]:
         """Peak RSS (bytes) with how it was measured, the RSS at the start, the lifetime peak."""
@@ -179,6 +186,7 @@ class PeakRss:
             "arrow_allocated_start_bytes": self._arrow_start,
             "arrow_allocated_sampled_peak_bytes": self._arrow,
             "arrow_memory_pool": _arrow_pool_name(),
+            "gauge_peaks_bytes": dict(self._gauge_peaks),
         }
 
 

@@ -3,12 +3,13 @@
 Every ``interval_s`` the sampler takes ``sys._current_frames()`` and charges one sample to each other
 thread's stack: **self** to the innermost Python function (a standard-library frame, such as a lock
 wait, is named with its first caller outside the standard library: ``threading.py:wait <-
-uploader.py:wait_for_room``), **inclusive** to every distinct function on the stack (standard-library
-and harness frames left out). Threads are grouped by role from their names (``bench-producer-3`` ->
-``bench-producer``, ``s3stream-flush-n-...`` -> ``s3stream-flush``), so a report reads "the producers
-spend 40% of their samples in ``log.py:_validate``". A thread blocked in C (``os.fdatasync``, a socket
-read, a lock wait) shows its innermost *Python* frame, so samples are wall-clock time, not CPU time:
-read them together with the CPU meter (cores used) of the same phase.
+uploader.py:wait_for_room``), **inclusive** to every distinct function on the stack (left out:
+standard-library and harness frames, and functions on every sample of a role, i.e. its entry points).
+Threads are grouped by role from their names (``bench-producer-3`` -> ``bench-producer``,
+``s3stream-flush-n-...`` -> ``s3stream-flush``), so a report reads "the producers spend 40% of their
+samples in ``log.py:_validate``". A thread blocked in C (``os.fdatasync``, a socket read, a lock wait)
+shows its innermost *Python* frame, so samples are wall-clock time, not CPU time: read them together
+with the CPU meter (cores used) of the same phase.
 
 The sampler needs the GIL to take a sample, so it sees a CPU-bound thread at the interpreter's switch
 points (every ``sys.getswitchinterval()``, 5 ms by default): an unbiased but coarse view, plenty for
@@ -114,11 +115,11 @@ class StackSampler:
         """Per thread role: samples, and the top functions by self and inclusive share (in %)."""
         roles: dict[str, Any] = {}
         for role, n in self._samples.most_common():
+            inclusive = [(fn, c) for fn, c in self._inclusive[role].most_common() if c < n]  # not the roots
             roles[role] = {
                 "samples": n,
                 "top_self": [[fn, round(100 * c / n, 1)] for fn, c in self._self[role].most_common(self._top)],
-                "top_inclusive": [[fn, round(100 * c / n, 1)]
-                                  for fn, c in self._inclusive[role].most_common(self._top)],
+                "top_inclusive": [[fn, round(100 * c / n, 1)] for fn, c in inclusive[:self._top]],
             }
         return {"interval_ms": self._interval * 1000, "ticks": self._ticks, "threads_by_role": roles}
 

@@ -212,22 +212,34 @@ def _workload_text(params: dict[str, Any], m: dict[str, Any]) -> str:
         f"<= {read['read_max_bytes'] // MiB} MiB from {read['sealed_segments']} sealed segments; "
         f"{read['object_mb_per_s']} MB/s of object bytes; process CPU {read['cpu'].get('process_cpu_cores', '?')} "
         "cores.",
-        f"- Memory: peak RSS {m['memory']['peak_rss_bytes'] / MiB:.0f} MiB ({m['memory']['method']}), "
-        f"baseline before the store opened {m['memory']['baseline_rss_bytes'] / MiB:.0f} MiB.",
+        _memory_text(m["memory"]),
         "- MB = 10^6 bytes of record payload (keys + values); PUT costs are per GiB of record bytes "
         "(payload + 21 B per record, the unit of flush.bytes).",
     ])
 
 
-_HARNESS_ROLES = frozenset({"bench-rss", "bench-progress", "bench-profiler", "MainThread", "Thread"})
+_HARNESS_ROLES = frozenset({"bench-rss", "bench-progress", "bench-profiler"})
+
+
+def _memory_text(mem: dict[str, Any]) -> str:
+    text = (f"- Memory: peak RSS {mem['peak_rss_bytes'] / MiB:.0f} MiB ({mem['method']}), baseline before the "
+            f"store opened {mem['baseline_rss_bytes'] / MiB:.0f} MiB")
+    if "arrow_allocated_sampled_peak_bytes" in mem:
+        text += (f"; Arrow pool ({mem['arrow_memory_pool']}) peak {mem['arrow_allocated_sampled_peak_bytes'] / MiB:.0f}"
+                 " MiB")
+    gauges = mem.get("gauge_peaks_bytes") or {}
+    if gauges:
+        text += "; engine peaks: " + ", ".join(f"{k} {v / MiB:.0f} MiB" for k, v in gauges.items())
+    return text + " (sampled every 20 ms)." if gauges or "arrow_allocated_sampled_peak_bytes" in mem else text + "."
 
 
 def _profile_text(profile: dict[str, Any], top: int = 8) -> str:
     lines = [f"Sampled every {profile['interval_ms']:g} ms; share of each thread role's samples "
              "(wall-clock: a blocked thread shows its innermost Python frame)."]
     for role, info in profile["threads_by_role"].items():
-        if role in _HARNESS_ROLES:
-            continue
+        if role in _HARNESS_ROLES or (info["top_self"] and info["top_self"][0][1] >= 99.0
+                                      and "threading.py:wait" in info["top_self"][0][0]):
+            continue  # the harness's helpers, and threads that only waited
         items = ", ".join(f"`{fn}` {pct}%" for fn, pct in info["top_self"][:top])
         lines.append(f"- **{role}** ({info['samples']} samples), self: {items}")
     return "\n".join(lines)

@@ -16,7 +16,7 @@ item at most.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, TypeVar, cast
 
@@ -68,7 +68,7 @@ def segment_chunks(rt: Runtime, segments: Sequence[SegmentRef], *, chunk_bytes: 
         data = rt.objstore.get(seg.key)
         if len(data) != seg.object_size or crc32c.crc32c(data) != seg.crc32c:
             raise CorruptData("segment object does not match the size and CRC32C of the manifest", source=seg.key)
-        groups = SegmentReader(lambda start, end, d=data: d[start:end], len(data), source=seg.key).row_groups
+        groups = SegmentReader(_slicer(data), len(data), source=seg.key).row_groups  # validated footer
         try:
             pf = pq.ParquetFile(pa.BufferReader(data), pre_buffer=False)
             for first, last in _batches(groups, chunk_bytes):
@@ -78,6 +78,14 @@ def segment_chunks(rt: Runtime, segments: Sequence[SegmentRef], *, chunk_bytes: 
             raise
         except _DECODE_ERRORS as exc:
             raise CorruptData(f"cannot decode segment: {exc}", source=seg.key) from exc
+        del pf, data  # before the next GET: at most one object in memory
+
+
+def _slicer(data: bytes) -> Callable[[int, int], bytes]:
+    def fetch(start: int, end: int) -> bytes:
+        return data[start:end]
+
+    return fetch
 
 
 def _batches(groups: Sequence[RowGroupInfo], chunk_bytes: int) -> Iterator[tuple[int, int]]:

@@ -352,9 +352,12 @@ def _choose_ports(s3_port: int, metrics_port: int) -> _Ports:
 
 
 def _hold(port: int, flag: str) -> socket.socket:
+    """Bind ``port`` as a server would (SO_REUSEADDR: connections of a previous run in TIME_WAIT are fine)."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind(("127.0.0.1", port))
+        sock.listen()
     except OSError as exc:
         sock.close()
         raise LocalStackError(f"port {port} on 127.0.0.1 is in use ({flag}); pick another one, "

@@ -71,9 +71,12 @@ def _weed_ports(pid: int) -> list[int]:
 
 
 def _port_free(port: int) -> bool:
+    """Nothing listens on ``port`` (SO_REUSEADDR, as servers bind: closed connections in TIME_WAIT are fine)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind(("127.0.0.1", port))
+            sock.listen()
         except OSError:
             return False
     return True
