@@ -49,6 +49,8 @@ def engine(
     batch_records: Annotated[int, typer.Option(help="Records per append (1 KiB each).")] = 500,
     many_partitions: Annotated[int, typer.Option(help="Partitions of the second PUT-cost run.")] = 1000,
     cost_mib: Annotated[int | None, typer.Option(help="MiB ingested by each PUT-cost run (default 1024).")] = None,
+    segment_mib: Annotated[int | None, typer.Option(help="segment.bytes of the benchmark topics in MiB "
+                                                         "(default 64; 8 with --quick).")] = None,
     option: Annotated[list[str] | None, typer.Option("--option", "-o",
                                                      help="Store option NAME=VALUE (repeatable).")] = None,
     profile: Annotated[bool, typer.Option(help="Sample every thread's stack during sustained ingest.")] = False,
@@ -67,6 +69,8 @@ def engine(
                                     "work_dir": work_dir, "keep_work_dir": keep_work_dir, "progress": progress}
     if cost_mib is not None:
         overrides["cost_bytes"] = cost_mib * MiB
+    if segment_mib is not None:
+        overrides["segment_bytes"] = segment_mib * MiB
     try:
         params = make_params(target, out_path, quick=quick, duration_s=duration, **overrides)
         result = run_engine_benchmark(params, console)

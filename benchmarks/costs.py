@@ -37,7 +37,7 @@ from benchmarks.params import GiB, Params
 from benchmarks.profiler import maybe_sample
 from benchmarks.progress import PhaseProgress
 from benchmarks.targets import Target
-from benchmarks.workload import Producers, make_batches
+from benchmarks.workload import ProduceResult, Producers, make_batches
 from s3stream import open_store
 from s3stream.testing.recording import RecordingObjectStore
 
@@ -79,7 +79,6 @@ def classify_puts(log: list[tuple[str, str, int]], *, node_opened: bool = False)
 def measure_put_cost(target: Target, params: Params, partitions: int, progress: PhaseProgress,
                      *, roll_at_end: bool) -> PutCost:
     """Ingest ``cost_bytes`` into ``partitions`` partitions of a fresh store and count its PUTs."""
-    settings = params.settings()
     name = f"cost-{partitions}p"
     url, inner = target.store(name)
     recorder = RecordingObjectStore(inner, log_size=2_000_000)
@@ -110,13 +109,22 @@ def measure_put_cost(target: Target, params: Params, partitions: int, progress: 
                 plog.roll()
     finally:
         store.close()
+    details = _cost_details(produced, counts, params, partitions)
+    details.update(batch_records=batch_records, requests=requests, one_time_puts=one_time)
+    return PutCost(name, partitions, details)
+
+
+def _cost_details(produced: ProduceResult, counts: dict[str, int], params: Params,
+                  partitions: int) -> dict[str, Any]:
+    """PUT counts per GiB of record bytes, and the bound they are judged against."""
+    settings = params.settings()
     gib = produced.record_bytes / GiB
     data_puts = counts["wal_object"] + counts["segment"]
     bound = 1.1 * (GiB / settings.flush_bytes) + counts["segment"] / gib
-    details = {
-        "partitions": partitions, "batch_records": batch_records, "appends": produced.appends,
+    return {
+        "partitions": partitions, "appends": produced.appends,
         "record_bytes_ingested": produced.record_bytes, "payload_bytes_ingested": produced.payload_bytes,
-        "puts": counts, "requests": requests, "flush_bytes": settings.flush_bytes,
+        "puts": counts, "flush_bytes": settings.flush_bytes,
         "segment_bytes": params.segment_bytes, "sealed_segments": counts["segment"],
         "data_puts": data_puts, "data_puts_per_gib": round(data_puts / gib, 2),
         "all_puts_per_gib": round(sum(counts.values()) / gib, 2),
@@ -124,14 +132,11 @@ def measure_put_cost(target: Target, params: Params, partitions: int, progress: 
         "segment_puts_per_gib": round(counts["segment"] / gib, 2),
         "manifest_puts_per_gib": round(counts["manifest"] / gib, 2),
         "manifest_puts_beyond_seals": counts["manifest"] - counts["segment"],
-        "one_time_puts": one_time,
         "bound_per_gib": round(bound, 2),
         "ingest_seconds": round(produced.seconds, 3),
         "ingest_payload_mb_per_s": round(produced.mb_per_s, 2),
-        "size_triggered_flush_needs_mb_per_s": round(settings.flush_bytes / (settings.flush_interval_ms / 1000) / 1e6,
-                                                     2),
+        "size_triggered_flush_needs_mb_per_s": round(settings.flush_bytes * 1000 / settings.flush_interval_ms / 1e6, 2),
     }
-    return PutCost(name, partitions, details)
 
 
 def _payload_bytes(table: pa.Table) -> int:

@@ -4,7 +4,7 @@ Phases, in order, all against one target opened once (:func:`~benchmarks.targets
 
 1. open the target (start ``weed mini`` for ``seaweedfs``);
 2. raw limits (:mod:`~benchmarks.rawlimits`): fsync'd disk bandwidth and fsync latency of the WAL
-   directory's disk, concurrent PUT bandwidth/latency, concurrent and single-stream ranged GETs;
+   directory's disk, concurrent and single-stream PUTs and ranged GETs;
 3. sustained ingest, ack latency at half load, peak RSS (:mod:`~benchmarks.ingest`);
 4. PUTs per GiB for 1 partition and for ``many_partitions`` (:mod:`~benchmarks.costs`);
 5. sequential read of the 1-partition log from a fresh store (:mod:`~benchmarks.costs`);
@@ -38,7 +38,7 @@ from s3stream.clock import SystemClock
 
 __all__ = ["run_engine_benchmark"]
 
-_PHASES = 12
+_PHASES = 13
 
 
 def _iso(ms: int) -> str:
@@ -55,6 +55,10 @@ def _raw_limits(target: Target, params: Params, progress: PhaseProgress) -> dict
     with progress.phase(f"raw: PUT bandwidth ({params.put_threads} threads)", seconds=params.raw_seconds):
         put, keys = put_bandwidth(target.raw, threads=params.put_threads, object_bytes=params.put_object_bytes,
                                   seconds=params.raw_seconds)
+    with progress.phase("raw: PUT bandwidth (1 thread)", seconds=params.raw_seconds):
+        put_single, more_keys = put_bandwidth(target.raw, threads=1, object_bytes=params.put_object_bytes,
+                                              seconds=params.raw_seconds, key_prefix="put1")
+    keys += more_keys
     with progress.phase(f"raw: ranged GET bandwidth ({params.put_threads} threads)", seconds=params.raw_seconds):
         get = get_bandwidth(target.raw, keys, threads=params.put_threads, object_bytes=params.put_object_bytes,
                             range_bytes=params.get_range_bytes, seconds=params.raw_seconds)
@@ -65,6 +69,7 @@ def _raw_limits(target: Target, params: Params, progress: PhaseProgress) -> dict
         "disk_fsync_write": {**disk.as_dict(), "block_bytes": params.disk_block_bytes, "directory": str(wal_disk)},
         "fsync_latency": {**fsync.as_dict(), "block_bytes": 4096},
         "put": {**put.as_dict(), "object_bytes": params.put_object_bytes},
+        "put_single": {**put_single.as_dict(), "object_bytes": params.put_object_bytes},
         "ranged_get": {**get.as_dict(), "range_bytes": params.get_range_bytes},
         "ranged_get_single": {**single.as_dict(), "range_bytes": params.get_range_bytes},
     }

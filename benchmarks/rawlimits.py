@@ -5,7 +5,8 @@
 * **fsync latency**: a 4 KiB append followed by ``fdatasync``, repeated (the floor of an ``ack=wal``
   acknowledgement);
 * **PUT**: ``threads`` threads each PUTting ``object_bytes`` objects back to back (boto3 directly on
-  S3 targets), bandwidth over the whole interval and the per-request latency;
+  S3 targets), bandwidth over the whole interval and the per-request latency; and the same with one
+  thread (one request in flight: the ceiling of a pipeline that PUTs one object at a time);
 * **ranged GET**: ``threads`` threads GETting ``range_bytes`` ranges of the objects just written,
   and the same with one thread (a single sequential reader's ceiling, for context).
 
@@ -134,13 +135,14 @@ def fsync_latency(directory: Path, seconds: float, block_bytes: int = 4096) -> T
         path.unlink(missing_ok=True)
 
 
-def put_bandwidth(raw: RawObjects, *, threads: int, object_bytes: int, seconds: float) -> tuple[Throughput, list[str]]:
+def put_bandwidth(raw: RawObjects, *, threads: int, object_bytes: int, seconds: float,
+                  key_prefix: str = "put") -> tuple[Throughput, list[str]]:
     """Concurrent PUT bandwidth; also returns the keys written (the GET measurement reads them)."""
     bodies = [random_bytes(object_bytes, seed=100 + t) for t in range(threads)]
     keys: list[list[str]] = [[] for _ in range(threads)]
 
     def put(t: int, i: int) -> int:
-        key = f"put/{t}/{'warmup' if i < 0 else i}"
+        key = f"{key_prefix}/{t}/{'warmup' if i < 0 else i}"
         raw.put(key, bodies[t])
         keys[t].append(key)
         return object_bytes

@@ -127,6 +127,7 @@ def print_table(console: Console, result: dict[str, Any]) -> None:
 def _raw_rows(raw: dict[str, Any]) -> list[list[str]]:
     lat = raw["fsync_latency"]["latency_ms"]
     put_lat = raw["put"]["latency_ms"]
+    single = raw["put_single"]
     return [
         ["fsync'd sequential disk write", f"{raw['disk_fsync_write']['mb_per_s']:.1f} MB/s",
          f"{raw['disk_fsync_write']['block_bytes'] // MiB} MiB blocks, fdatasync each"],
@@ -135,6 +136,8 @@ def _raw_rows(raw: dict[str, Any]) -> list[list[str]]:
         ["concurrent PUT", f"{raw['put']['mb_per_s']:.1f} MB/s",
          f"{raw['put']['threads']} threads x {raw['put']['object_bytes'] // MiB} MiB; "
          f"p50 {put_lat['p50_ms']:.1f} ms / p99 {put_lat['p99_ms']:.1f} ms"],
+        ["single-stream PUT", f"{single['mb_per_s']:.1f} MB/s",
+         f"1 thread x {single['object_bytes'] // MiB} MiB; p50 {single['latency_ms']['p50_ms']:.1f} ms (context only)"],
         ["concurrent ranged GET", f"{raw['ranged_get']['mb_per_s']:.1f} MB/s",
          f"{raw['ranged_get']['threads']} threads x {raw['ranged_get']['range_bytes'] // MiB} MiB ranges"],
         ["single-stream ranged GET", f"{raw['ranged_get_single']['mb_per_s']:.1f} MB/s",
@@ -201,7 +204,9 @@ def _workload_text(params: dict[str, Any], m: dict[str, Any]) -> str:
         f"- Sustained ingest: {params['producers']} producer threads, {params['partitions']} partitions, "
         f"batches of {params['batch_records']} x {params['record_bytes']} B records; "
         f"{ing['records_per_s']:,.0f} records/s flushed ({ing['acked_records_per_s']:,.0f} acked/s), "
-        f"{ing.get('wal_objects_put', '?')} WAL objects, {ing.get('sealed_segments', '?')} segments sealed; "
+        f"{ing.get('wal_objects_put', '?')} WAL objects, {ing.get('sealed_segments', '?')} segments sealed, "
+        f"{ing.get('object_bytes_put_per_payload_byte', '?')} object bytes PUT per payload byte "
+        f"({ing.get('object_put_mb_per_s', '?')} MB/s of PUTs); "
         f"process CPU {ing['cpu'].get('process_cpu_cores', '?')} cores, machine "
         f"{ing['cpu'].get('machine_busy_cores', '?')} cores busy.",
         f"- Ack latency at half load: batches of {lat['batch_records']} records, offered "

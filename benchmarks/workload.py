@@ -142,8 +142,13 @@ class Producers:
                    for i in range(self._producers)]
         for t in threads:
             t.start()
-        for t in threads:
-            t.join()
+        try:
+            for t in threads:
+                t.join()
+        finally:  # Ctrl-C in join: stop the producers before the store closes under them
+            stop.set()
+            for t in threads:
+                t.join()
         elapsed = time.perf_counter() - start
         if errors:
             raise errors[0]

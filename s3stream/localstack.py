@@ -1,16 +1,16 @@
 """A local stack without Docker: SeaweedFS (``weed mini``) and ``s3stream serve``, both on 127.0.0.1.
 
-:class:`LocalStack` is what ``s3stream local-stack`` runs; tests drive it with :meth:`~LocalStack.start`,
-:meth:`~LocalStack.wait` and :meth:`~LocalStack.stop`.
+:class:`LocalStack` is what ``s3stream local-stack`` runs (that command prints :class:`LocalStackInfo`
+for humans); tests drive it with :meth:`~LocalStack.start`, :meth:`~LocalStack.wait` and
+:meth:`~LocalStack.stop`.
 
 Vocabulary:
 
 * **stack directory**: holds everything of one stack: ``weed-data/`` (the bucket's bytes), ``weed.log``,
   ``serve-wal/`` (the local WAL of the serve process) and ``serve.log``. Running the stack again on the
   same directory finds the same data.
-* **children**: the two processes the stack starts, each in its own session (so a Ctrl-C in the
-  terminal reaches only the stack, which then stops them in order): ``weed mini`` and
-  ``s3stream serve`` (this interpreter, so it runs the same s3stream code).
+* **children**: ``weed mini`` and ``s3stream serve`` (run by this interpreter), each in its own session,
+  so a Ctrl-C in the terminal reaches only the stack, which then stops them in order.
 
 Invariants:
 
@@ -34,29 +34,23 @@ import socket
 import subprocess
 import sys
 import threading
-import urllib.error
 import urllib.request
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 from s3stream.clock import Clock, SystemClock
 from s3stream.errors import StoreAccessError
 from s3stream.objectstore.url import parse_store_url
 from s3stream.testing.servers import free_ports
 
-__all__ = [
-    "DEFAULT_BUCKET",
-    "DEFAULT_METRICS_PORT",
-    "DEFAULT_REGION",
-    "DEFAULT_S3_PORT",
-    "LOCAL_ACCESS_KEY",
-    "LOCAL_SECRET_KEY",
-    "LocalStack",
-    "LocalStackError",
-    "LocalStackInfo",
-]
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
+
+__all__ = ["DEFAULT_BUCKET", "DEFAULT_METRICS_PORT", "DEFAULT_REGION", "DEFAULT_S3_PORT", "LOCAL_ACCESS_KEY",
+           "LOCAL_SECRET_KEY", "LocalStack", "LocalStackError", "LocalStackInfo"]
 
 #: Throwaway credentials of the local SeaweedFS only (it listens on 127.0.0.1); never real ones.
 LOCAL_ACCESS_KEY = "s3stream-local"
@@ -66,9 +60,7 @@ DEFAULT_METRICS_PORT = 9100  # s3stream serve's default
 DEFAULT_BUCKET = "s3stream"
 DEFAULT_REGION = "us-east-1"
 
-# weed derives some gRPC ports as HTTP port + 10000 whatever it is told, so each component gets a
-# free pair (p, p + 10000); see s3stream.testing.servers.
-_GRPC_OFFSET = 10000
+_GRPC_OFFSET = 10000  # weed dials some gRPC ports at HTTP port + 10000 whatever it is told: free pairs
 _WEED_COMPONENTS = ("master", "volume", "filer", "admin")
 _READY_KEY = "_probe/local-stack-ready"  # the capability probe's scratch namespace (s3stream.layout)
 _POLL_S = 0.2  # readiness polls
@@ -99,27 +91,12 @@ class LocalStackInfo:
     @property
     def store_url(self) -> str:
         """The ``s3://`` URL of the stack's store (credentials come from :meth:`credentials_env`)."""
-        return f"s3://{self.bucket}?endpoint_url={self.endpoint_url}&region={self.region}"
+        return _store_url(self.bucket, self.endpoint_url, self.region)
 
     @staticmethod
     def credentials_env() -> dict[str, str]:
         """The environment variables a client exports to use the stack."""
         return {"AWS_ACCESS_KEY_ID": LOCAL_ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": LOCAL_SECRET_KEY}
-
-    def instructions(self) -> str:
-        """What to print for a human: addresses, exports and example commands (shell-quoted)."""
-        exports = "\n".join(f"  export {k}={v}" for k, v in self.credentials_env().items())
-        return (
-            f"s3stream local stack is running (data in {self.directory})\n\n"
-            f"  SeaweedFS S3     {self.endpoint_url}   pid {self.weed_pid}   log {self.directory / 'weed.log'}\n"
-            f"  s3stream serve   {self.metrics_url}   pid {self.serve_pid}   log {self.directory / 'serve.log'}\n\n"
-            f"Connect from another shell:\n\n{exports}\n"
-            f"  export S3STREAM_URL='{self.store_url}'\n\n"
-            "  s3stream topic create demo --partitions 3\n"
-            "  echo '{\"key\": \"k1\", \"value\": \"v1\"}' | s3stream produce demo --format jsonl\n"
-            "  s3stream consume demo --from-beginning\n\n"
-            "  From Python: s3stream.open_store(url), with the store URL above.\n\n"
-            "Press Ctrl-C to stop (or send SIGTERM); the data stays in the directory.")
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,38 +221,34 @@ class LocalStack:
         data_dir = self.directory / "weed-data"
         data_dir.mkdir(exist_ok=True)
         self._weed = _spawn(_weed_command(binary, data_dir, ports), self.directory / "weed.log")
-        self._wait_weed_ready(self._weed, endpoint)
-        return self._weed
-
-    def _wait_weed_ready(self, proc: subprocess.Popen[bytes], endpoint: str) -> None:
-        """Poll until the bucket exists and a signed PUT + DELETE in it succeeds (volumes are up)."""
         import boto3
-        import botocore.exceptions
         from botocore.config import Config
 
         client = boto3.client("s3", endpoint_url=endpoint, region_name=self._region,
                               aws_access_key_id=LOCAL_ACCESS_KEY, aws_secret_access_key=LOCAL_SECRET_KEY,
                               config=Config(s3={"addressing_style": "path"}, connect_timeout=2, read_timeout=5,
                                             retries={"total_max_attempts": 1, "mode": "standard"}))
-        deadline = self._clock.monotonic() + self._startup_timeout_s
-        last = "no answer yet"
         try:
-            while True:
-                self._check_alive(proc, "SeaweedFS", "weed.log")
-                try:
-                    if self._bucket not in {b["Name"] for b in client.list_buckets().get("Buckets", [])}:
-                        client.create_bucket(Bucket=self._bucket)
-                    client.put_object(Bucket=self._bucket, Key=_READY_KEY, Body=b"ready")
-                    client.delete_object(Bucket=self._bucket, Key=_READY_KEY)
-                    return
-                except (botocore.exceptions.ClientError, botocore.exceptions.BotoCoreError) as exc:
-                    last = f"{type(exc).__name__}: {exc}"
-                self._pause(deadline, f"SeaweedFS's S3 endpoint {endpoint} ({last})", "weed.log")
+            self._wait_ready(self._weed, "SeaweedFS", "weed.log", lambda: self._bucket_ready(client))
         finally:
             client.close()
+        return self._weed
+
+    def _bucket_ready(self, client: S3Client) -> str | None:
+        """None once the bucket exists and a signed PUT + DELETE in it succeeds (volumes are up), else why not."""
+        import botocore.exceptions
+
+        try:
+            if self._bucket not in {b["Name"] for b in client.list_buckets().get("Buckets", [])}:
+                client.create_bucket(Bucket=self._bucket)
+            client.put_object(Bucket=self._bucket, Key=_READY_KEY, Body=b"ready")
+            client.delete_object(Bucket=self._bucket, Key=_READY_KEY)
+        except (botocore.exceptions.ClientError, botocore.exceptions.BotoCoreError) as exc:
+            return f"{type(exc).__name__}: {exc}"
+        return None
 
     def _start_serve(self, ports: _Ports, endpoint: str) -> subprocess.Popen[bytes]:
-        url = f"s3://{self._bucket}?endpoint_url={endpoint}&region={self._region}"
+        url = _store_url(self._bucket, endpoint, self._region)
         parse_store_url(url)  # a bad bucket name fails here, naming it, not in the child's log
         cmd = [sys.executable, "-c", "from s3stream.cli import main; main()", "serve", "--url", url,
                "--metrics-host", "127.0.0.1", "--metrics-port", str(ports.metrics),
@@ -283,33 +256,23 @@ class LocalStack:
         for option in self._serve_options:
             cmd += ["--option", option]
         self._serve = _spawn(cmd, self.directory / "serve.log")
-        self._wait_serve_ready(self._serve, f"http://127.0.0.1:{ports.metrics}/metrics")
+        metrics_url = f"http://127.0.0.1:{ports.metrics}/metrics"
+        self._wait_ready(self._serve, "s3stream serve", "serve.log", lambda: _answers(metrics_url))
         return self._serve
 
-    def _wait_serve_ready(self, proc: subprocess.Popen[bytes], metrics_url: str) -> None:
+    def _wait_ready(self, proc: subprocess.Popen[bytes], what: str, log_name: str,
+                    probe: Callable[[], str | None]) -> None:
+        """Poll ``probe`` (None: ready, else why not); raise if ``proc`` exits, time runs out or stop is asked."""
         deadline = self._clock.monotonic() + self._startup_timeout_s
-        while True:
-            self._check_alive(proc, "s3stream serve", "serve.log")
-            try:
-                with urllib.request.urlopen(metrics_url, timeout=2) as response:
-                    if response.status == 200:
-                        return
-            except (urllib.error.URLError, OSError):
-                pass
-            self._pause(deadline, f"s3stream serve's metrics endpoint {metrics_url}", "serve.log")
-
-    def _check_alive(self, proc: subprocess.Popen[bytes], what: str, log_name: str) -> None:
-        if proc.poll() is not None:
-            raise LocalStackError(f"{what} exited with code {proc.returncode} during startup; "
-                                  f"{self._log_tail(log_name)}")
-
-    def _pause(self, deadline: float, waiting_for: str, log_name: str) -> None:
-        """Wait one poll interval; raise if the deadline passed or a stop was requested."""
-        if self._clock.monotonic() > deadline:
-            raise LocalStackError(f"{waiting_for} was not ready within {self._startup_timeout_s:g} s; "
-                                  f"{self._log_tail(log_name)}")
-        if self._clock.wait(self._stop_requested, _POLL_S):
-            raise LocalStackError("the local stack was asked to stop while starting")
+        while (why := probe()) is not None:
+            if proc.poll() is not None:
+                raise LocalStackError(f"{what} exited with code {proc.returncode} during startup; "
+                                      f"{self._log_tail(log_name)}")
+            if self._clock.monotonic() > deadline:
+                raise LocalStackError(f"{what} was not ready within {self._startup_timeout_s:g} s ({why}); "
+                                      f"{self._log_tail(log_name)}")
+            if self._clock.wait(self._stop_requested, _POLL_S):
+                raise LocalStackError("the local stack was asked to stop while starting")
 
     def _exited_child(self) -> str | None:
         for proc, what, log_name in ((self._weed, "SeaweedFS", "weed.log"),
@@ -325,6 +288,19 @@ class LocalStack:
         except OSError:
             return f"no log at {path}"
         return f"the end of {path}:\n{data}"
+
+
+def _store_url(bucket: str, endpoint: str, region: str) -> str:
+    return f"s3://{bucket}?endpoint_url={endpoint}&region={region}"
+
+
+def _answers(url: str) -> str | None:
+    """None if ``url`` answers with a 2xx, else why not."""
+    try:
+        with urllib.request.urlopen(url, timeout=2):
+            return None
+    except OSError as exc:  # HTTPError and URLError included: connection refused, reset, timeout, 5xx
+        return f"{type(exc).__name__}: {exc}"
 
 
 def _choose_ports(s3_port: int, metrics_port: int) -> _Ports:
@@ -395,7 +371,13 @@ def _spawn(cmd: list[str], log_path: Path) -> subprocess.Popen[bytes]:
 
 
 def _terminate(proc: subprocess.Popen[bytes], grace_s: float) -> None:
-    """SIGTERM the process group, wait, SIGKILL it if it lingers; always reap the child."""
+    """SIGTERM the child's process group, wait, SIGKILL it if it lingers; always reap the child.
+
+    A child already reaped is left alone: its pid (and group id) may belong to another process now.
+    Until we reap it, an exited child stays a zombie holding its pid, so signalling it is safe.
+    """
+    if proc.poll() is not None:
+        return
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGTERM)
     try:
@@ -404,20 +386,13 @@ def _terminate(proc: subprocess.Popen[bytes], grace_s: float) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=grace_s)
-    with contextlib.suppress(ProcessLookupError):  # anything of the group that outlived its leader
-        os.killpg(proc.pid, signal.SIGKILL)
-
-
-def _weed_socket_paths(ports: _Ports) -> Iterator[Path]:
-    """Unix sockets weed leaves in /tmp (no flag moves the gRPC ones)."""
-    for name in ("admin", "s3"):
-        yield Path(f"/tmp/seaweedfs-{name}-grpc-{ports.weed[f'{name}.port.grpc']}.sock")
-    for name in ("s3", "filer"):  # only used when the directory path was too long for them
-        yield Path(f"/tmp/seaweedfs-{name}-{ports.weed[f'{name}.port']}.sock")
 
 
 def _remove_weed_sockets(ports: _Ports) -> None:
-    for sock in _weed_socket_paths(ports):
+    """Remove weed's unix sockets in /tmp (gRPC ones always; the others when the directory path was too long)."""
+    paths = [f"/tmp/seaweedfs-{name}-grpc-{ports.weed[f'{name}.port.grpc']}.sock" for name in ("admin", "s3")]
+    paths += [f"/tmp/seaweedfs-{name}-{ports.weed[f'{name}.port']}.sock" for name in ("s3", "filer")]
+    for sock in map(Path, paths):
         with contextlib.suppress(OSError):
             if sock.is_socket():
                 sock.unlink()

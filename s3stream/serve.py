@@ -5,6 +5,9 @@ adds the periodic passes a long-lived process owes the bucket:
 
 * **retention** (``Store.run_retention``) every ``log.retention.check.interval.ms`` (rules R1-R9);
 * **garbage collection** (``Store.collect_garbage``) every ``gc_interval_ms``;
+* **the cleaner**: ``log.cleaner.threads`` loops (``cleaner.CleanerService``) that clean the dirtiest
+  compacted partition and apply retention to compacted topics, idling ``log.cleaner.backoff.ms``
+  (off when ``log.cleaner.enable`` is false);
 * the store's registry (``Store.metrics_registry``) over HTTP with ``prometheus_client``, bound to
   127.0.0.1 unless told otherwise (metrics name topics; they are not for the open internet).
 
@@ -142,11 +145,16 @@ class ServeLoop:
 
     def run(self, stop_event: threading.Event) -> None:
         """Serve metrics and run iterations until ``stop_event`` is set (at least one iteration)."""
+        from cleaner import CleanerService
+
+        cleaner = CleanerService(self._store)
         self._start_http()
+        cleaner.start()
         try:
             while True:
                 self.run_once()
                 if stop_event.is_set() or self._clock.wait(stop_event, self._wait_s()):
                     return
         finally:
+            cleaner.stop()
             self._stop_http()

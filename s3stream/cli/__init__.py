@@ -9,6 +9,8 @@ Commands, one module each (names follow Kafka's tools where Kafka has one)::
     s3stream manifest show TOPIC PARTITION               manifests.py
     s3stream serve                                       runners.py -> s3stream.serve
     s3stream quickstart                                  runners.py -> s3stream.quickstart
+    s3stream local-stack                                 localstack.py -> s3stream.localstack
+    s3stream retention run | delete-records | clean run | gc run   maintenance.py
 
 Every command takes ``--url`` (default: the embedded store under the user data directory) and
 repeatable ``--option KEY=VALUE`` store settings (:mod:`s3stream.cli.common`). Errors raised by the
@@ -19,7 +21,7 @@ from __future__ import annotations
 
 import typer
 
-from s3stream.cli import localstack, manifests, topics
+from s3stream.cli import localstack, maintenance, manifests, topics
 from s3stream.cli.common import ErrorHandlingGroup
 from s3stream.cli.consume import consume
 from s3stream.cli.dump import dump
@@ -40,6 +42,10 @@ app.add_typer(manifests.app, name="manifest")
 app.command("serve")(serve)
 app.command("quickstart")(quickstart)
 app.command("local-stack")(localstack.local_stack)
+app.add_typer(maintenance.retention_app, name="retention")
+app.command("delete-records")(maintenance.delete_records)
+app.add_typer(maintenance.clean_app, name="clean")
+app.add_typer(maintenance.gc_app, name="gc")
 
 
 def main() -> None:

@@ -19,6 +19,7 @@ from typing import Annotated
 
 import platformdirs
 import typer
+from rich.markup import escape
 
 from s3stream.cli.common import OptionsOpt, err_console, parse_pairs
 from s3stream.localstack import (
@@ -28,14 +29,32 @@ from s3stream.localstack import (
     DEFAULT_S3_PORT,
     LocalStack,
     LocalStackError,
+    LocalStackInfo,
 )
 
-__all__ = ["default_stack_dir", "local_stack"]
+__all__ = ["connection_text", "default_stack_dir", "local_stack"]
 
 
 def default_stack_dir() -> Path:
     """``<user data dir>/s3stream/local-stack``: where the stack keeps its data between runs."""
     return platformdirs.user_data_path() / "s3stream" / "local-stack"
+
+
+def connection_text(info: LocalStackInfo) -> str:
+    """How to use a started stack: addresses, pids, logs, the exports and example commands (shell-quoted)."""
+    exports = "\n".join(f"  export {k}={v}" for k, v in info.credentials_env().items())
+    logs = info.directory
+    return (
+        f"s3stream local stack is running (data in {logs})\n\n"
+        f"  SeaweedFS S3     {info.endpoint_url}   pid {info.weed_pid}   log {logs / 'weed.log'}\n"
+        f"  s3stream serve   {info.metrics_url}   pid {info.serve_pid}   log {logs / 'serve.log'}\n\n"
+        f"Connect from another shell:\n\n{exports}\n"
+        f"  export S3STREAM_URL='{info.store_url}'\n\n"
+        "  s3stream topic create demo --partitions 3\n"
+        "  echo '{\"key\": \"k1\", \"value\": \"v1\"}' | s3stream produce demo --format jsonl\n"
+        "  s3stream consume demo --from-beginning\n\n"
+        "  From Python: s3stream.open_store(url), with the store URL above.\n\n"
+        "Press Ctrl-C to stop (or send SIGTERM); the data stays in the directory.")
 
 
 @contextmanager
@@ -77,12 +96,22 @@ def local_stack(
     stack = LocalStack(directory or default_stack_dir(), s3_port=s3_port, metrics_port=metrics_port,
                        bucket=bucket, region=region, serve_options=option or ())
     err = err_console()
-    err.print(f"[dim]starting SeaweedFS and s3stream serve in {stack.directory} ...[/]")
-    with _on_stop_signals(stack.request_stop):
+    err.print(f"[dim]starting SeaweedFS and s3stream serve in {escape(str(stack.directory))} ...[/]")
+    interrupted = threading.Event()
+
+    def on_signal() -> None:
+        interrupted.set()
+        stack.request_stop()
+
+    with _on_stop_signals(on_signal):
         try:
             info = stack.start()
-            typer.echo(info.instructions())
+            typer.echo(connection_text(info))
             problem = stack.wait()
+        except LocalStackError:
+            if not interrupted.is_set():
+                raise
+            problem = None  # Ctrl-C during startup: not an error
         finally:
             stack.stop()
     if problem is not None:

@@ -37,6 +37,8 @@ _ALLOWED_PARAMS: dict[str, frozenset[str]] = {
 _SECRET_NAME = re.compile(r"secret|password|passwd|token|credential|signature|(^|_)key$|access",
                           re.IGNORECASE)
 
+_REGION_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,62}")
+
 
 @dataclass(frozen=True, slots=True)
 class StoreUrl:
@@ -113,12 +115,15 @@ def open_object_store(url: str, *, clock: Clock | None = None, ids: IdSource | N
         return LocalObjectStore(parsed.bucket_or_path, clock=clock)
     from s3stream.objectstore.s3 import S3ObjectStore  # imported lazily: boto3 is slow to import
 
+    region = parsed.params.get("region") or None
+    if region is not None and not _REGION_RE.fullmatch(region):
+        raise InvalidRequest(f"region {region!r} is not a valid region name (letters, digits and '-')")
     order = parsed.params.get("list_order") or None
     if order not in (None, "server", "sort"):
         raise InvalidRequest(f"list_order must be 'server' or 'sort', not {order!r}")
     return S3ObjectStore(parsed.bucket_or_path, prefix=parsed.prefix,
                          endpoint_url=parsed.params.get("endpoint_url") or None,
-                         region=parsed.params.get("region") or None, clock=clock, ids=ids,
+                         region=region, clock=clock, ids=ids,
                          list_order="sort" if order == "sort" else "server" if order else None)
 
 

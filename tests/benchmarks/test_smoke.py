@@ -53,7 +53,7 @@ def test_engine_benchmark_writes_result_files_of_the_documented_shape(tmp_path: 
     assert result["parameters"]["many_partitions"] == 20
     assert result["store_settings"]["ack"] == "wal"
     raw = result["raw_limits"]
-    assert set(raw) == {"disk_fsync_write", "fsync_latency", "put", "ranged_get", "ranged_get_single"}
+    assert set(raw) == {"disk_fsync_write", "fsync_latency", "put", "put_single", "ranged_get", "ranged_get_single"}
     for limit in raw.values():
         assert limit["mb_per_s"] > 0 and limit["requests"] > 0
     assert raw["fsync_latency"]["latency_ms"]["p99_ms"] >= raw["fsync_latency"]["latency_ms"]["p50_ms"] > 0
@@ -91,3 +91,23 @@ def test_cli_rejects_an_unknown_target_without_a_traceback(tmp_path: Path) -> No
     assert proc.returncode == 2
     assert "unknown target 'ftp'" in proc.stdout
     assert not (tmp_path / "x.json").exists()
+
+
+@pytest.mark.s3
+def test_s3_target_writes_under_a_run_prefix_and_deletes_it(tmp_path: Path, moto_endpoint: str) -> None:
+    import boto3
+
+    client = boto3.client("s3", endpoint_url=moto_endpoint, region_name="us-east-1")
+    client.create_bucket(Bucket="bench-s3-target")
+    client.put_object(Bucket="bench-s3-target", Key="pfx-other/keep", Body=b"not ours")
+    out = tmp_path / "engine-s3.json"
+    spec = f"s3://bench-s3-target/pfx?endpoint_url={moto_endpoint}&region=us-east-1"
+    params = make_params(spec, out, quick=True, work_dir=tmp_path / "work", **TINY)
+
+    result = run_engine_benchmark(params, Console(file=io.StringIO(), width=200))
+
+    assert result["target"]["kind"] == "s3" and result["target"]["prefix"].startswith("pfx/s3stream-bench-")
+    assert result["target"]["url"].startswith("s3://bench-s3-target/pfx")
+    assert {f["key"] for f in result["figures"]} == FIGURE_KEYS
+    keys = [o["Key"] for o in client.list_objects_v2(Bucket="bench-s3-target").get("Contents", [])]
+    assert keys == ["pfx-other/keep"], "the run must delete everything it wrote, and only that"

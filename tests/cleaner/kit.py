@@ -83,9 +83,12 @@ def triples(records: Iterable[Record]) -> list[tuple[int | None, bytes | None, b
     return [(r.offset, r.key, r.value) for r in records]
 
 
-def fold(records: Iterable[Record], *, drop_tombstones: bool = False) -> dict[bytes | None, tuple[int | None, bytes | None]]:
+Folded = dict[bytes | None, tuple[int | None, bytes | None]]
+
+
+def fold(records: Iterable[Record], *, drop_tombstones: bool = False) -> Folded:
     """Last-write-wins per key: key -> (offset, value); tombstones stay unless ``drop_tombstones``."""
-    out: dict[bytes | None, tuple[int | None, bytes | None]] = {}
+    out: Folded = {}
     for r in records:
         out[r.key] = (r.offset, r.value)
     if drop_tombstones:
@@ -103,6 +106,19 @@ def horizons(log: s3stream.PartitionLog) -> dict[int, int | None]:
 def sealed_ranges(log: s3stream.PartitionLog) -> list[tuple[int, int]]:
     """``(base_offset, last_offset)`` of the sealed segments, from the manifest."""
     return [(s.base_offset, s.last_offset) for s in log.manifest().segments]
+
+
+def topic(store: s3stream.Store, **overrides: object) -> s3stream.PartitionLog:
+    """Topic ``t`` (one partition) with :data:`COMPACT` plus ``overrides``."""
+    store.create_topic("t", 1, {**COMPACT, **overrides})
+    return store.partition("t", 0)
+
+
+def cleaned(report: Any) -> Any:
+    """The round a cleaner pass ran (it must have run and not aborted)."""
+    assert report.cleaned is not None, report
+    assert not report.cleaned.aborted
+    return report.cleaned
 
 
 class HookStore:
@@ -165,5 +181,5 @@ class HookStore:
         self.inner.close()
 
 
-__all__ = ["COMPACT", "DAY", "T0", "HookStore", "fold", "horizons", "kv", "open_at", "put_segment", "read_all",
-           "sealed_ranges", "triples", "unique_name"]
+__all__ = ["COMPACT", "DAY", "T0", "HookStore", "cleaned", "fold", "horizons", "kv", "open_at", "put_segment",
+           "read_all", "sealed_ranges", "topic", "triples", "unique_name"]

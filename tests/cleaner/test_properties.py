@@ -12,6 +12,7 @@ tombstones pass their horizons), after every pass:
 
 from __future__ import annotations
 
+import itertools
 import tempfile
 from pathlib import Path
 
@@ -39,7 +40,7 @@ def check_pass(store: s3stream.Store, log: s3stream.PartitionLog, clock: ManualC
     store.run_cleaner()
     after = read_all(log)
     offsets = [r.offset for r in after]
-    assert all(a is not None and b is not None and a < b for a, b in zip(offsets, offsets[1:], strict=False))
+    assert all(a is not None and b is not None and a < b for a, b in itertools.pairwise(offsets))
     assert (log.log_start_offset, log.log_end_offset) == (start, leo)
     assert {(r.offset, r.key, r.value) for r in after} <= {(r.offset, r.key, r.value) for r in before}
     was, now = fold(before), fold(after)

@@ -98,3 +98,22 @@ def test_closing_the_store_after_a_pass_keeps_every_record(env: Env) -> None:
     store.close()
     again = env.open().partition("t", 0)
     assert triples(read_all(again)) == [(1, b"a", b"2"), (2, b"b", b"1")]
+
+
+def test_two_cleaner_threads_clean_every_partition_once_each_round(env: Env) -> None:
+    store = env.open(log_cleaner_backoff_ms=10, log_cleaner_threads=2)
+    store.create_topic("t", 4, dict(COMPACT))
+    logs = [store.partition("t", p) for p in range(4)]
+    for p, log in enumerate(logs):
+        put_segment(log, [("a", f"{p}-1"), ("b", "1"), ("a", f"{p}-2")])
+    svc = CleanerService(store)
+    svc.start()
+    try:
+        assert wait_for(lambda: all(log.manifest().cleaner_checkpoint == 3 for log in logs))
+    finally:
+        svc.stop()
+    for p, log in enumerate(logs):
+        assert triples(read_all(log)) == [(1, b"b", b"1"), (2, b"a", f"{p}-2".encode())]
+    aborted = store.metrics_registry.get_sample_value("s3stream_cleaner_rounds_total", {"outcome": "aborted"})
+    errors = store.metrics_registry.get_sample_value("s3stream_cleaner_rounds_total", {"outcome": "error"})
+    assert not aborted and not errors

@@ -77,7 +77,7 @@ def test_swap_replaces_inputs_and_gc_deletes_them_after_the_delay(env: Env) -> N
 
 @pytest.mark.parametrize("point", ["clean.after_outputs_put", "clean.after_swap"])
 def test_crash_at_each_step_of_a_round_leaves_a_readable_correct_log(env: Env, point: str) -> None:
-    writer, log = setup_log(env)
+    _, log = setup_log(env)
     before = fold(read_all(log))
     crash = CrashPoints()
     crash.arm(point)
@@ -124,7 +124,7 @@ def test_crash_after_gc_deleted_replaced_inputs_before_forgetting_them(env: Env)
 
 
 def test_a_seal_racing_the_swap_is_rebased_over(env: Env) -> None:
-    writer, log = setup_log(env)
+    _, log = setup_log(env)
     cleaner, hook = env.open_hooked("c")
 
     def seal() -> None:
@@ -171,7 +171,7 @@ def test_retention_racing_the_swap_aborts_it_and_outputs_are_deleted(env: Env) -
 
 
 def test_a_second_cleaner_fences_the_first_mid_round(env: Env) -> None:
-    writer, log = setup_log(env)
+    _, log = setup_log(env)
     first, hook = env.open_hooked("c1")
     assert first.run_cleaner().cleaned is not None            # first claims cleaner epoch 1
     put_segment(log, [("a", "3"), ("b", "3")])

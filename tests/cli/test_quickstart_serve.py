@@ -110,7 +110,7 @@ class _StubStore:
 
     def __init__(self, retention: Any, gc: Any) -> None:
         self.clock = s3stream.SystemClock()
-        self.settings = SimpleNamespace(log_retention_check_interval_ms=3_600_000)
+        self.settings = SimpleNamespace(log_retention_check_interval_ms=3_600_000, log_cleaner_enable=False)
         self.metrics_registry = None
         self._retention, self._gc = retention, gc
         self.calls: list[str] = []

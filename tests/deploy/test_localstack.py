@@ -8,6 +8,7 @@ are removed.
 
 from __future__ import annotations
 
+import inspect
 import os
 import re
 import shutil
@@ -25,7 +26,9 @@ from typer.testing import CliRunner
 
 import s3stream
 from s3stream.cli import app
-from s3stream.localstack import LocalStack, LocalStackError, LocalStackInfo
+from s3stream.cli.localstack import connection_text
+from s3stream.cli.runners import serve
+from s3stream.localstack import DEFAULT_METRICS_PORT, LocalStack, LocalStackError, LocalStackInfo
 
 pytestmark = [pytest.mark.s3, pytest.mark.seaweedfs, pytest.mark.timeout(120)]
 
@@ -225,7 +228,9 @@ def test_busy_ports_and_a_missing_weed_fail_before_anything_starts(tmp_path: Pat
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as busy:
         busy.bind(("127.0.0.1", 0))
         port = busy.getsockname()[1]
-        for kwargs, flag in (({"s3_port": port}, "--s3-port"), ({"metrics_port": port, "s3_port": 0}, "--metrics-port")):
+        busy.listen()
+        cases = (({"s3_port": port}, "--s3-port"), ({"metrics_port": port, "s3_port": 0}, "--metrics-port"))
+        for kwargs, flag in cases:
             with pytest.raises(LocalStackError, match=rf"port {port} .* in use \({flag}"):
                 LocalStack(tmp_path / "s", **kwargs).start()  # type: ignore[arg-type]
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
@@ -237,9 +242,10 @@ def test_busy_ports_and_a_missing_weed_fail_before_anything_starts(tmp_path: Pat
 def test_instructions_quote_the_url_and_name_the_credentials(tmp_path: Path) -> None:
     info = LocalStackInfo(directory=tmp_path, endpoint_url="http://127.0.0.1:8333", bucket="b", region="us-east-1",
                           metrics_url="http://127.0.0.1:9100/metrics", weed_pid=1, serve_pid=2)
-    text = info.instructions()
+    text = connection_text(info)
     assert info.store_url == "s3://b?endpoint_url=http://127.0.0.1:8333&region=us-east-1"
     assert f"export S3STREAM_URL='{info.store_url}'" in text
     for name, value in info.credentials_env().items():
         assert f"export {name}={value}" in text
     assert "http://127.0.0.1:9100/metrics" in text and "Ctrl-C" in text
+    assert DEFAULT_METRICS_PORT == inspect.signature(serve).parameters["metrics_port"].default

@@ -10,7 +10,7 @@ from typing import Any
 
 import s3stream
 from s3stream import ManualClock, Record
-from s3stream.crashpoints import CrashPoints, SimulatedCrash
+from s3stream.crashpoints import SimulatedCrash
 from s3stream.objectstore.protocol import ByteRange, ListEntry, ObjectMeta, ObjectStore
 
 T0 = 1_700_000_000_000
@@ -119,4 +119,4 @@ class CountingStore:
         self.inner.close()
 
 
-__all__ = ["T0", "CountingStore", "CrashPoints", "abandon", "open_mem", "read_all", "recs", "values"]
+__all__ = ["T0", "CountingStore", "abandon", "open_mem", "read_all", "recs", "values"]

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
 from s3stream import Fenced, Record
+from s3stream.crashpoints import CrashPoints, SimulatedCrash
 from s3stream.errors import S3StreamError
 
-from .helpers import open_mem, read_all
+from .helpers import abandon, open_mem, read_all
 
 
 def _vals(prefix: str, n: int, start: int = 0) -> list[Record]:
@@ -109,8 +112,6 @@ def test_restarted_zombie_does_not_steal_back(mem_url: str, tmp_path: Path) -> N
     b = open_mem(mem_url, tmp_path, wal="b")
     b.partition("t", 0).append(_vals("b", 1))
     b.flush()
-    from .helpers import abandon
-
     abandon(a)
     with open_mem(mem_url, tmp_path, wal="a") as a2:  # A's process restarts and replays its WAL
         got = [r.value for r in read_all(a2.partition("t", 0))]
@@ -122,9 +123,6 @@ def test_restarted_zombie_does_not_steal_back(mem_url: str, tmp_path: Path) -> N
 @pytest.mark.parametrize("segment_bytes", [300, 1 << 20])
 def test_takeover_races_a_live_writer(mem_url: str, tmp_path: Path, segment_bytes: int) -> None:
     """B takes over while A keeps appending (ack=s3): every append A acknowledged survives at its offset."""
-    import threading
-    import time
-
     a = open_mem(mem_url, tmp_path, wal="a", ack="s3", flush_interval_ms=2, wal_fsync=False)
     b = open_mem(mem_url, tmp_path, wal="b", ack="s3", flush_interval_ms=2, wal_fsync=False)
     try:
@@ -167,10 +165,6 @@ def test_takeover_races_a_live_writer(mem_url: str, tmp_path: Path, segment_byte
 @pytest.mark.parametrize("point", ["seal.after_segment_put", "manifest.before_put", "manifest.after_put"])
 @pytest.mark.parametrize("restart", ["same-node", "third-node"])
 def test_crash_during_takeover(mem_url: str, tmp_path: Path, point: str, restart: str) -> None:
-    from s3stream.crashpoints import CrashPoints, SimulatedCrash
-
-    from .helpers import abandon
-
     with open_mem(mem_url, tmp_path, wal="a", flush_interval_ms=60_000) as a:
         a.create_topic("t", config={"segment.bytes": 300})
         la = a.partition("t", 0)

@@ -9,6 +9,7 @@ directory, as a restarted process would.
 from __future__ import annotations
 
 import itertools
+import time
 from pathlib import Path
 
 import pytest
@@ -187,8 +188,6 @@ def test_torn_local_wal_tail_is_truncated(mem_url: str, tmp_path: Path) -> None:
 @pytest.mark.parametrize("point", _SEAL_POINTS)
 def test_crash_kills_the_background_sealer(mem_url: str, tmp_path: Path, point: str) -> None:
     """A size-triggered roll is sealed by the background thread; the crash kills that thread."""
-    import time
-
     acked: dict[int, list[bytes]] = {p: [] for p in range(PARTS)}
     cp = CrashPoints()
     store = open_mem(mem_url, tmp_path, crash_points=cp)
@@ -211,3 +210,19 @@ def test_crash_kills_the_background_sealer(mem_url: str, tmp_path: Path, point: 
             assert all(s.sealed for s in recovered.partition(TOPIC, p).segments()[:-1])
     with open_mem(mem_url, tmp_path, wal="elsewhere") as reader:
         _check(reader, acked)
+
+
+def test_ack_s3_survives_losing_the_local_disk(mem_url: str, tmp_path: Path) -> None:
+    """ack=s3 acknowledges only what a WAL object holds: a new node without the old WAL sees all of it."""
+    acked: dict[int, list[bytes]] = {p: [] for p in range(PARTS)}
+    store = open_mem(mem_url, tmp_path, ack="s3", flush_interval_ms=5)
+    store.create_topic(TOPIC, partitions=PARTS, config={"segment.bytes": 150})
+    for _ in range(4):
+        for p in range(PARTS):
+            _append(store.partition(TOPIC, p), acked[p], 2)
+    abandon(store)
+    with open_mem(mem_url, tmp_path, wal="new-disk") as other:
+        _check(other, acked)
+        for p in range(PARTS):
+            _append(other.partition(TOPIC, p), acked[p], 1)
+        _check(other, acked)
