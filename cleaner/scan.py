@@ -9,6 +9,11 @@ manifest, and decodes it from memory in chunks of whole row groups (about :data:
 records), each checked against the footer's row-group index: a round holds one object and a few
 decoded chunks, never a whole decoded segment. Damaged bytes raise CorruptData naming the object.
 
+Offsets come out real: a segment staged with relative offsets (``SegmentRef.offset_delta``, Spark writes)
+stores ``0..n-1``; its footer must cover the manifest's range once shifted by the delta, and the delta is
+added to every offset read, so the map, the keep rules and the outputs (which have no delta) never see
+stored offsets.
+
 :func:`read_ahead` overlaps I/O and decoding with the caller's work: while the caller processes item i,
 one worker thread produces item i+1 (pyarrow releases the GIL while decoding), so memory grows by one
 item at most.
@@ -23,6 +28,7 @@ from typing import TYPE_CHECKING, TypeVar, cast
 import crc32c
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from s3stream.errors import CorruptData, S3StreamError
@@ -53,7 +59,30 @@ def segment_reader(rt: Runtime, seg: SegmentRef) -> SegmentReader:
 
 def segment_keys(rt: Runtime, seg: SegmentRef, from_offset: int) -> pa.Table:
     """Columns ``offset`` and ``key`` of ``seg`` from ``from_offset`` (column projection: values are not read)."""
-    return segment_reader(rt, seg).read(max(seg.base_offset, from_offset), columns=["offset", "key"])
+    reader = segment_reader(rt, seg)
+    _check_range(reader, seg)
+    delta = seg.offset_delta
+    return _real_offsets(reader.read(max(seg.base_offset, from_offset) - delta, columns=["offset", "key"]), delta)
+
+
+def _check_range(reader: SegmentReader, seg: SegmentRef) -> list[RowGroupInfo]:
+    """The footer's row groups, after checking that the footer covers the manifest's range (with the delta).
+
+    A segment staged with relative offsets (``offset_delta``, Spark writes) stores ``0..n-1``; everything
+    the cleaner computes is in real offsets.
+    """
+    footer, delta = reader.footer, seg.offset_delta
+    if (footer.base_offset + delta, footer.last_offset + delta) != (seg.base_offset, seg.last_offset):
+        raise CorruptData(f"segment footer covers [{footer.base_offset}, {footer.last_offset}] + delta {delta}, "
+                          f"the manifest says [{seg.base_offset}, {seg.last_offset}]", source=seg.key)
+    return list(footer.row_groups)
+
+
+def _real_offsets(table: pa.Table, delta: int) -> pa.Table:
+    if not delta:
+        return table
+    i = table.schema.get_field_index("offset")
+    return table.set_column(i, table.schema.field(i), pc.add(table.column(i), pa.scalar(delta, pa.int64())))
 
 
 def segment_chunks(rt: Runtime, segments: Sequence[SegmentRef], *, chunk_bytes: int = CHUNK_BYTES
@@ -68,12 +97,12 @@ def segment_chunks(rt: Runtime, segments: Sequence[SegmentRef], *, chunk_bytes: 
         data = rt.objstore.get(seg.key)
         if len(data) != seg.object_size or crc32c.crc32c(data) != seg.crc32c:
             raise CorruptData("segment object does not match the size and CRC32C of the manifest", source=seg.key)
-        groups = SegmentReader(_slicer(data), len(data), source=seg.key).row_groups  # validated footer
+        groups = _check_range(SegmentReader(_slicer(data), len(data), source=seg.key), seg)  # validated footer
         try:
             pf = pq.ParquetFile(pa.BufferReader(data), pre_buffer=False)
             for first, last in _batches(groups, chunk_bytes):
                 table = pf.read_row_groups(list(range(first, last + 1)), use_threads=True)
-                yield _checked(table, groups[first:last + 1], seg.key)
+                yield _real_offsets(_checked(table, groups[first:last + 1], seg.key), seg.offset_delta)
         except S3StreamError:
             raise
         except _DECODE_ERRORS as exc:

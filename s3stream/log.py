@@ -20,6 +20,7 @@ nothing acknowledged is lost.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 from collections.abc import Callable, Iterable, Sequence
@@ -40,7 +41,7 @@ from s3stream.errors import (
     UnknownTopic,
 )
 from s3stream.manifest.intents import add_segment, advance_log_start
-from s3stream.manifest.model import Epoch, Manifest, WalCursor
+from s3stream.manifest.model import Epoch, FrozenMap, Manifest, SegmentRef, WalCursor
 from s3stream.manifest.versioned import ManifestStore, manifest_store, writer_fence
 from s3stream.readpath import LogView, read_table
 from s3stream.records import AppendResult, Record, SegmentInfo, batch_from_records, records_from_batch
@@ -56,7 +57,7 @@ if TYPE_CHECKING:
     from s3stream.manifest.topicdoc import TopicDoc
     from s3stream.runtime import NodeRuntime, Runtime
 
-__all__ = ["PartitionLog"]
+__all__ = ["PUBLISH_MARKER_PREFIX", "PartitionLog", "StagedSegment"]
 
 log = logging.getLogger(__name__)
 
@@ -260,6 +261,47 @@ class PartitionLog:
                 self._roll_locked(w, cfg, self._rt.clock.now_ms())
         self._seal_pending()
 
+    def publish_segments(self, staged: Sequence[StagedSegment], *,
+                         marker: tuple[str, int] | None = None) -> AppendResult | None:
+        """Append already-uploaded segment objects (written with offsets 0..n-1) at the log end, atomically.
+
+        Used by bulk writers (Spark tasks stage the objects; the driver publishes them). Claims the
+        partition as writer, seals what was appended before, then adds every staged segment in order in
+        ONE manifest commit, with ``offset_delta`` = its assigned base. ``marker=(writer_id, batch_id)``
+        makes replays no-ops: the commit records the batch id, and a batch id at or below the recorded one
+        publishes nothing and returns None.
+        """
+        items = [s for s in staged if s.record_count > 0]
+        node = self._rt.node_runtime()
+        while True:
+            self.roll()
+            with self._lock:
+                w = self._ensure_writer(node)
+                if w.pending or w.active.record_count:
+                    continue  # an append raced in after the roll: seal it too
+                return self._publish_locked(w, items, marker)
+
+    def _publish_locked(self, w: _Writer, items: Sequence[StagedSegment],
+                        marker: tuple[str, int] | None) -> AppendResult | None:
+        now = self._rt.clock.now_ms()
+        refs: list[SegmentRef] = []
+        offset = w.leo
+        for s in items:
+            refs.append(SegmentRef(key=s.key, base_offset=offset, last_offset=offset + s.record_count - 1,
+                                   size_bytes=s.size_bytes, object_size=s.object_size, record_count=s.record_count,
+                                   max_timestamp=s.max_timestamp, first_batch_max_timestamp=s.first_timestamp,
+                                   created_ms=now, crc32c=s.crc32c, offset_delta=offset))
+            offset += s.record_count
+        m = self._vstore.commit(_publish_intent(refs, marker), check=writer_fence(w.epoch))
+        self._manifest = m
+        first = refs[0] if refs else None
+        if first is None or not any(s.key == first.key and s.base_offset == first.base_offset for s in m.segments):
+            return None  # a replayed batch (or nothing to add)
+        w.leo = m.next_offset
+        w.active = _Unsealed(w.leo, w.leo, created_ms=now, jitter_ms=w.active.jitter_ms)
+        w.unflushed_from = max(w.unflushed_from, w.leo)
+        return AppendResult(refs[0].base_offset, refs[-1].last_offset)
+
     @property
     def log_start_offset(self) -> int:
         return self._view().log_start_offset
@@ -275,6 +317,8 @@ class PartitionLog:
             if seg.last_offset < view.log_start_offset or seg.max_timestamp < timestamp:
                 continue
             found = self._rt.segments.get(seg).offset_for_timestamp(timestamp)
+            if found is not None:
+                found += seg.offset_delta
             if found is not None and found >= view.log_start_offset:
                 return found
             if found is not None:
@@ -528,6 +572,42 @@ class PartitionLog:
                 dropped = 0
         rt.note_memory(self, -dropped)
         rt.metrics.sealed(self._topic, ref.object_size)
+
+
+#: manifest attribute prefix recording the last published batch id per bulk writer (idempotent replays)
+PUBLISH_MARKER_PREFIX = "s3stream.publish.batch."
+
+
+@dataclass(frozen=True, slots=True)
+class StagedSegment:
+    """A segment object uploaded with offsets ``0..record_count-1``, waiting to be published."""
+
+    key: str
+    object_size: int
+    record_count: int
+    size_bytes: int
+    max_timestamp: int
+    first_timestamp: int
+    crc32c: int
+
+
+def _publish_intent(refs: Sequence[SegmentRef], marker: tuple[str, int] | None):  # type: ignore[no-untyped-def]
+    def apply(cur: Manifest) -> Manifest | None:
+        attrs = dict(cur.attributes)
+        if marker is not None:
+            name = PUBLISH_MARKER_PREFIX + marker[0]
+            recorded = attrs.get(name)
+            if recorded is not None and int(recorded) >= marker[1]:
+                return None
+            attrs[name] = str(marker[1])
+        m = cur
+        for ref in refs:
+            m = add_segment(ref, None)(m) or m
+        if marker is None and m is cur:
+            return None
+        return dataclasses.replace(m, attributes=FrozenMap(attrs))
+
+    return apply
 
 
 def _schema() -> pa.Schema:

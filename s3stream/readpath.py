@@ -28,7 +28,7 @@ from s3stream.segment import SegmentReader, row_sizes
 from s3stream.walobject import decode_chunk
 from s3stream.walscan import ChunkRef
 
-__all__ = ["ChunkCache", "LogView", "SegmentReaderCache", "read_table", "take_budget"]
+__all__ = ["ChunkCache", "LogView", "SegmentReaderCache", "read_table", "shift_offsets", "take_budget"]
 
 DEFAULT_MAX_BYTES = 1 << 20
 
@@ -214,7 +214,8 @@ def _read_step(view: LogView, pos: int, log_id: str, segments: SegmentReaderCach
         if seg is None:
             return None, view.next_offset
         reader = segments.get(seg)
-        table = reader.read(max(pos, seg.base_offset), max_records=records_left, max_bytes=bytes_left)
+        table = shift_offsets(reader.read(max(pos, seg.base_offset) - seg.offset_delta, max_records=records_left,
+                                          max_bytes=bytes_left), seg.offset_delta)
         # the reader may stop early (budget, row groups): the caller continues after the last row it got,
         # and only an empty answer proves that nothing of this segment is left from ``pos``
         return table, (seg.end_offset if table.num_rows == 0 else pos)
@@ -225,6 +226,14 @@ def _read_step(view: LogView, pos: int, log_id: str, segments: SegmentReaderCach
     table = _from_offset(source, pos)
     last = source.column(0)[-1].as_py() if source.num_rows else pos
     return table, last + 1
+
+
+def shift_offsets(table: pa.Table, delta: int) -> pa.Table:
+    """Stored offsets -> real offsets for a segment staged with relative offsets (``SegmentRef.offset_delta``)."""
+    if not delta or table.num_rows == 0 or "offset" not in table.column_names:
+        return table
+    idx = table.schema.get_field_index("offset")
+    return table.set_column(idx, table.schema.field(idx), pc.add(table.column(idx), pa.scalar(delta, pa.int64())))
 
 
 def _size(table: pa.Table) -> int:

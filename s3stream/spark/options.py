@@ -28,11 +28,12 @@ Reading (batch ``spark.read`` and streaming ``spark.readStream``):
 
 Writing (``df.write`` / ``df.writeStream``): ``url``, ``topic`` (else a ``topic`` column names it per
 row), and ``writerId``: the identity under which a streaming query's committed batch ids are kept
-(default: the query's ``checkpointLocation``), so a replayed micro-batch is not appended twice.
+(default: derived from the query's ``checkpointLocation``), so a replayed micro-batch is not appended twice.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Mapping
@@ -236,5 +237,8 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
     """Parse the write options (``url``, optional ``topic`` and ``writerId``)."""
     opts = _lower(options)
     topic = opts.get("topic", "").strip() or None
-    writer_id = opts.get("writerid", "").strip() or opts.get("checkpointlocation", "").strip() or None
+    writer_id = opts.get("writerid", "").strip() or None
+    checkpoint = opts.get("checkpointlocation", "").strip()
+    if writer_id is None and checkpoint:
+        writer_id = "checkpoint-" + hashlib.sha256(checkpoint.encode()).hexdigest()[:24]
     return WriteOptions(url=_url(opts), topic=topic, writer_id=writer_id)
