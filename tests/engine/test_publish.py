@@ -48,7 +48,8 @@ def test_a_replayed_batch_publishes_nothing(mem_url: str, tmp_path: Path) -> Non
     assert log.publish_segments(staged, marker=("query-1", 7)) is None
     assert log.publish_segments([_stage(store, log, [b"old"], 10)], marker=("query-1", 6)) is None
     assert log.log_end_offset == 1
-    assert log.publish_segments([_stage(store, log, [b"new"], 10)], marker=("query-1", 8)) == s3stream.AppendResult(1, 1)
+    result = log.publish_segments([_stage(store, log, [b"new"], 10)], marker=("query-1", 8))
+    assert result == s3stream.AppendResult(1, 1)
     assert [r.key for r in log.read(0)] == [b"x", b"new"]
 
 
