@@ -190,7 +190,7 @@ def _write_output(rt: Runtime, plog: PartitionLog, group: list[SegmentRef], tabl
     first_ts = int(table.column("timestamp")[0].as_py()) if table.num_rows else -1
     ref = write_segment(rt, topic_id=plog.topic_id, partition=plog.partition, table=table,
                         base_offset=group[0].base_offset, last_offset=group[-1].last_offset,
-                        first_batch_max_ts=first_ts, cleaned=True)
+                        first_batch_max_ts=first_ts, cleaned=True, crash_point="clean.output_put")
     return dataclasses.replace(ref, created_ms=group[-1].created_ms)  # C-GRP2: the last source's mtime
 
 

@@ -7,7 +7,7 @@ and the local WAL, as a restarted process would. Unarmed points cost one dict lo
 
 Known points (grep for ``hit(`` to see where each sits):
 ``flush.before_put``, ``flush.after_put``, ``flush.before_trim``, ``seal.after_segment_put``,
-``seal.after_manifest_commit``, ``manifest.before_put``, ``manifest.after_put``,
+``seal.after_manifest_commit``, ``manifest.before_put``, ``manifest.after_put``, ``clean.output_put``,
 ``retention.after_commit``, ``gc.after_delete``, ``clean.after_outputs_put``, ``clean.after_swap``.
 """
 

@@ -61,7 +61,8 @@ __all__ = ["PUBLISH_MARKER_PREFIX", "PartitionLog", "StagedSegment"]
 
 log = logging.getLogger(__name__)
 
-_BATCH_OVERHEAD_BYTES = 61  # a Kafka record batch header; counts against max.message.bytes
+_BATCH_OVERHEAD_BYTES = 61
+_WRITER_MANIFEST_MAX_AGE_S = 1.0  # a Kafka record batch header; counts against max.message.bytes
 
 
 @dataclass(slots=True)
@@ -120,6 +121,7 @@ class PartitionLog:
         self._seal_lock = threading.Lock()
         self._w: _Writer | None = None
         self._manifest: Manifest | None = None
+        self._manifest_at = 0.0
 
     # -- identity and config ---------------------------------------------------------------------
 
@@ -160,10 +162,15 @@ class PartitionLog:
     def manifest(self, *, refresh: bool = True) -> Manifest:
         """The latest committed manifest of this partition (an empty one before the first commit)."""
         with self._lock:
-            if refresh or self._manifest is None:
-                m = self._vstore.load_latest() or Manifest.empty(self._topic, self._topic_id, self._partition)
-                if self._manifest is None or m.seq >= self._manifest.seq:
-                    self._manifest = m
+            cached = self._manifest
+        if refresh or cached is None:
+            loaded = self._vstore.load_latest() or Manifest.empty(self._topic, self._topic_id, self._partition)
+            with self._lock:
+                if self._manifest is None or loaded.seq >= self._manifest.seq:
+                    self._manifest = loaded
+                self._manifest_at = self._rt.clock.monotonic()
+        with self._lock:
+            assert self._manifest is not None
             return self._manifest
 
     def writer_owner(self) -> str | None:
@@ -388,6 +395,15 @@ class PartitionLog:
     # -- views -------------------------------------------------------------------------------------
 
     def _view(self, for_offset: int | None = None) -> LogView:
+        if self._w is not None:
+            # the writer serves the unsealed tail from memory; the manifest can change under it only by
+            # another process's retention, DeleteRecords or compaction: re-read it for reads of the
+            # sealed tier (so they fail at once below a moved log start) and at most a second stale otherwise
+            cached = self._manifest
+            age = self._rt.clock.monotonic() - self._manifest_at
+            if cached is None or age > _WRITER_MANIFEST_MAX_AGE_S or (
+                    for_offset is not None and for_offset < cached.next_offset):
+                self.manifest(refresh=True)
         with self._lock:
             w = self._w
             if w is not None:

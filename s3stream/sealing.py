@@ -21,7 +21,8 @@ __all__ = ["write_segment"]
 
 
 def write_segment(rt: Runtime, *, topic_id: str, partition: int, table: pa.Table, base_offset: int,
-                  last_offset: int, first_batch_max_ts: int, cleaned: bool = False) -> SegmentRef:
+                  last_offset: int, first_batch_max_ts: int, cleaned: bool = False,
+                  crash_point: str = "seal.after_segment_put") -> SegmentRef:
     """Encode and upload ``table`` as the segment covering ``[base_offset, last_offset]``."""
     data, summary = encode_segment(table, base_offset=base_offset, last_offset=last_offset,
                                    first_batch_max_timestamp=first_batch_max_ts,
@@ -29,7 +30,7 @@ def write_segment(rt: Runtime, *, topic_id: str, partition: int, table: pa.Table
     now = rt.clock.now_ms()
     key = layout.segment_key(topic_id, partition, base_offset, rt.ids.ulid(now))
     rt.objstore.put(key, data)
-    rt.crash.hit("seal.after_segment_put")
+    rt.crash.hit(crash_point)
     return SegmentRef(key=key, base_offset=base_offset, last_offset=last_offset, size_bytes=summary.size_bytes,
                       object_size=summary.object_size, record_count=summary.record_count,
                       max_timestamp=summary.max_timestamp, first_batch_max_timestamp=first_batch_max_ts,

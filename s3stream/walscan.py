@@ -19,6 +19,8 @@ from s3stream.manifest.model import WalCursor
 from s3stream.objectstore.protocol import ByteRange, ObjectStore
 from s3stream.walobject import WalChunkIndex, WalObjectIndex, read_wal_index
 
+_PROBE_LIMIT = 8
+
 __all__ = ["ChunkRef", "WalIndexCache", "contiguous_chunks"]
 
 
@@ -39,6 +41,8 @@ class WalIndexCache:
         self._max = max_entries
         self._lock = threading.Lock()
         self._cache: OrderedDict[str, WalObjectIndex] = OrderedDict()
+        self._namespaces: dict[str, dict[int, str]] = {}   # node -> seq -> key of objects seen
+        self._listed_from: dict[str, int] = {}               # node -> lowest seq the knowledge is complete from
 
     def put(self, key: str, index: WalObjectIndex) -> None:
         with self._lock:
@@ -64,22 +68,74 @@ class WalIndexCache:
         return index
 
     def scan(self, cursor: WalCursor) -> list[tuple[str, int, WalObjectIndex]]:
-        """``(key, seq, index)`` of every WAL object of the cursor's namespace from ``from_seq`` on."""
-        start = layout.wal_key(cursor.node_id, cursor.from_seq - 1) if cursor.from_seq > 0 else None
+        """``(key, seq, index)`` of every WAL object of the cursor's namespace from ``from_seq`` on.
+
+        The first scan of a namespace LISTs it; later scans reuse what they found and only probe the
+        next sequence numbers with HEAD (sequences are dense), so a steady-state scan costs one HEAD
+        that answers 404 and no LIST. Too many new objects fall back to a LIST.
+        """
+        node = cursor.node_id
+        with self._lock:
+            known = self._namespaces.get(node)
+            top = max(known) if known else None
+            listed_from = self._listed_from.get(node)
+        if (known is None or top is None or listed_from is None or cursor.from_seq < listed_from
+                or cursor.from_seq > top + _PROBE_LIMIT):
+            self._list_into(node, cursor.from_seq)
+        else:
+            self._probe_forward(node, top)
+        with self._lock:
+            found = self._namespaces.get(node, {})
+            seqs = sorted(s for s in found if s >= cursor.from_seq)
+            keyed = [(found[s], s) for s in seqs]
         out: list[tuple[str, int, WalObjectIndex]] = []
-        entries = sorted(
-            ((layout.parse_seq(e.key), e.key, e.size)
-             for e in self._store.list(layout.wal_prefix(cursor.node_id), start_after=start)),
-            key=lambda t: -1 if t[0] is None else t[0],
-        )
-        for seq, key, size in entries:
-            if seq is None or seq < cursor.from_seq:
+        for key, seq in keyed:
+            try:
+                out.append((key, seq, self.get(key)))
+            except ObjectNotFound:
+                self._forget(node, seq)  # collected since: it held nothing we still need
+        return out
+
+    def _list_into(self, node: str, from_seq: int) -> None:
+        start = layout.wal_key(node, from_seq - 1) if from_seq > 0 else None
+        for e in self._store.list(layout.wal_prefix(node), start_after=start):
+            seq = layout.parse_seq(e.key)
+            if seq is None or seq < from_seq:
                 continue
             try:
-                out.append((key, seq, self.get(key, size)))
+                self.get(e.key, e.size)
             except ObjectNotFound:
-                continue  # collected between LIST and GET: it held nothing we still need
-        return out
+                continue
+            self._remember(node, seq, e.key)
+        with self._lock:
+            self._namespaces.setdefault(node, {})
+            previous = self._listed_from.get(node)
+            self._listed_from[node] = from_seq if previous is None else min(previous, from_seq)
+
+    def _probe_forward(self, node: str, top: int) -> None:
+        seq = top + 1
+        for _ in range(_PROBE_LIMIT):
+            key = layout.wal_key(node, seq)
+            try:
+                self.get(key)
+            except ObjectNotFound:
+                return
+            self._remember(node, seq, key)
+            seq += 1
+        self._list_into(node, seq)  # many new objects: one LIST is cheaper than probing each
+
+    def _remember(self, node: str, seq: int, key: str) -> None:
+        with self._lock:
+            found = self._namespaces.setdefault(node, {})
+            found[seq] = key
+            while len(found) > self._max:
+                lowest = min(found)
+                del found[lowest]
+                self._listed_from[node] = max(self._listed_from.get(node, 0), lowest + 1)
+
+    def _forget(self, node: str, seq: int) -> None:
+        with self._lock:
+            self._namespaces.get(node, {}).pop(seq, None)
 
 
 def contiguous_chunks(objects: list[tuple[str, int, WalObjectIndex]], log_id: str,
@@ -94,7 +150,10 @@ def contiguous_chunks(objects: list[tuple[str, int, WalObjectIndex]], log_id: st
     rolls: list[int] = []
     for key, seq, index in sorted(objects, key=lambda t: t[1]):
         chunk = index.chunk_for(log_id)
-        if chunk is None or chunk.record_count == 0:
+        if chunk is None:
+            continue
+        if chunk.record_count == 0:  # a boundary without records (an explicit roll): keep the boundary
+            rolls.extend(r for r in chunk.roll_offsets if r == expected and r > from_offset)
             continue
         if chunk.last_offset < expected:
             continue

@@ -26,8 +26,9 @@ from s3stream.spark.tasks import read_task
 __all__ = ["BatchReader", "PushdownBatchReader", "plan_batch"]
 
 
-def plan_batch(opts: ReadOptions, bounds: Bounds = Bounds()) -> list[ReadTask]:
+def plan_batch(opts: ReadOptions, bounds: Bounds | None = None) -> list[ReadTask]:
     """Every read task of a batch query (one manifest snapshot per subscribed partition)."""
+    bounds = bounds or Bounds()
     tasks: list[ReadTask] = []
     if bounds.impossible:
         return tasks
@@ -62,6 +63,6 @@ class BatchReader(DataSourceReader):
 class PushdownBatchReader(BatchReader):
     """A :class:`BatchReader` that accepts filters on topic, partition, offset and timestamp."""
 
-    def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:  # noqa: N802 - Spark's name
+    def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
         self._bounds, rest = apply_filters(filters, self._bounds)
         return rest

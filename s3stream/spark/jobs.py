@@ -174,7 +174,7 @@ def _quiet_delete(reader: LogReader, key: str) -> None:
         log.warning("could not delete %s (delete it by hand, or GC will if it is a segment): %s", key, exc)
 
 
-def export(spark: SparkSession, url: str, topic: str, path: str, *, format: str = "parquet",  # noqa: A002
+def export(spark: SparkSession, url: str, topic: str, path: str, *, format: str = "parquet",
            partition_by: Sequence[str] = ("partition",), mode: str = "errorifexists",
            read_options: Mapping[str, str] | None = None) -> None:
     """Write ``topic``'s records (every partition, log start to end, or as ``read_options`` say) to ``path``."""
@@ -188,7 +188,7 @@ def export(spark: SparkSession, url: str, topic: str, path: str, *, format: str 
     writer.save(path)
 
 
-def backfill(spark: SparkSession, url: str, topic: str, path: str, *, format: str = "parquet",  # noqa: A002
+def backfill(spark: SparkSession, url: str, topic: str, path: str, *, format: str = "parquet",
              keep_partitions: bool = True) -> None:
     """Append the table at ``path`` to ``topic`` (see the module docstring for the columns)."""
     register(spark)

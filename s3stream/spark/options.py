@@ -100,7 +100,7 @@ class WriteOptions:
 
 
 def _lower(options: Mapping[str, str]) -> dict[str, str]:
-    return {str(k).lower(): str(v) for k, v in options.items() if v is not None}
+    return {str(k).lower(): str(v) for k, v in options.items()}
 
 
 def _url(opts: Mapping[str, str]) -> str:

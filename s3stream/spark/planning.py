@@ -123,8 +123,8 @@ def plan_partition(snap: PartitionSnapshot, start: int, end: int, *, url: str, b
             tasks.append(_task(snap, url, lo, hi, tuple(run), bounds, include_headers, fail_on_data_loss))
         run, run_bytes = [], 0
 
-    for ref in view.chunks:
-        c = ref.chunk
+    for cref in view.chunks:
+        c = cref.chunk
         if c.record_count == 0 or c.last_offset < floor or c.base_offset >= end:
             continue
         if min_ts is not None and c.max_timestamp < min_ts:
@@ -132,7 +132,7 @@ def plan_partition(snap: PartitionSnapshot, start: int, end: int, *, url: str, b
             continue
         if run and run_bytes + (c.byte_end - c.byte_start) > chunk_task_bytes:
             close_run()
-        run.append(ChunkSource(ref.key, c))
+        run.append(ChunkSource(cref.key, c))
         run_bytes += c.byte_end - c.byte_start
     close_run()
     return tasks

@@ -32,7 +32,7 @@ from s3stream.spark.planning import Bounds
 
 __all__ = ["apply_filters"]
 
-_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 _COLUMNS = frozenset({"topic", "partition", "offset", "timestamp"})
 _COMPARISONS = (EqualTo, GreaterThan, GreaterThanOrEqual, LessThan, LessThanOrEqual)
 
@@ -74,7 +74,8 @@ def _ints(values: Iterable[object]) -> list[int] | None:
 
 def _push_one(f: Filter, b: Bounds) -> tuple[Bounds, bool]:
     """``b`` narrowed by ``f``, and whether ``f`` is fully handled."""
-    column = f.attribute[0] if len(getattr(f, "attribute", ())) == 1 else None
+    attribute: tuple[str, ...] = getattr(f, "attribute", ())
+    column = attribute[0] if len(attribute) == 1 else None
     if column not in _COLUMNS:
         return b, False
     if isinstance(f, IsNotNull):

@@ -32,6 +32,7 @@ __all__ = ["DEFAULT_CONF", "local_session", "prepare_environment", "register"]
 #: Settings of :func:`local_session` (a caller's ``conf`` overrides them).
 DEFAULT_CONF: Mapping[str, str] = {
     "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
     "spark.sql.shuffle.partitions": "4",
     "spark.default.parallelism": "4",
     "spark.sql.session.timeZone": "UTC",

@@ -31,7 +31,7 @@ from s3stream.objectstore.url import open_object_store
 from s3stream.readpath import LogView
 from s3stream.spark.schema import TIMESTAMP_TYPES
 from s3stream.spark.segio import SegmentSource, chunk_table, segment_tables
-from s3stream.walscan import WalIndexCache, contiguous_chunks
+from s3stream.walscan import ChunkRef, WalIndexCache, contiguous_chunks
 
 __all__ = ["LogReader", "PartitionSnapshot", "TopicInfo", "segment_source"]
 
@@ -138,7 +138,7 @@ class LogReader:
         """The partition now: its latest manifest plus the unsealed chunks after the manifest's cursor."""
         m = self.manifest_store(topic, partition).load_latest_or_empty()
         log_id = f"{topic.name}/{topic.topic_id}/{partition}"
-        chunks = []
+        chunks: list[ChunkRef] = []
         if m.wal is not None:
             chunks, _ = contiguous_chunks(self._walindex.scan(m.wal), log_id, m.next_offset)
         leo = chunks[-1].chunk.last_offset + 1 if chunks else m.next_offset
@@ -162,10 +162,10 @@ class LogReader:
                 found = _first_at_or_after(table, timestamp)
                 if found is not None:
                     return found
-        for ref in view.chunks:
-            if ref.chunk.max_timestamp < timestamp or ref.chunk.record_count == 0:
+        for cref in view.chunks:
+            if cref.chunk.max_timestamp < timestamp or cref.chunk.record_count == 0:
                 continue
-            found = _first_at_or_after(chunk_table(self._store, ref.key, ref.chunk, max(start, view.next_offset),
+            found = _first_at_or_after(chunk_table(self._store, cref.key, cref.chunk, max(start, view.next_offset),
                                                    view.log_end_offset), timestamp)
             if found is not None:
                 return found

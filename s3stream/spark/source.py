@@ -41,7 +41,7 @@ class S3StreamDataSource(DataSource):
         opts = parse_read_options(self.options, streaming=False)
         return PushdownBatchReader(opts) if opts.push_filters else BatchReader(opts)
 
-    def streamReader(self, schema: StructType) -> DataSourceStreamReader:  # noqa: N802 - Spark's name
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         from s3stream.spark.stream import StreamReader
 
         return StreamReader(parse_read_options(self.options, streaming=True))
@@ -52,7 +52,7 @@ class S3StreamDataSource(DataSource):
         _append_only(overwrite)
         return BatchWriter(parse_write_options(self.options), schema)
 
-    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:  # noqa: N802
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         from s3stream.spark.writer import StreamWriter
 
         _append_only(overwrite)

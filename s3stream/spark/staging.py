@@ -79,8 +79,9 @@ def murmur2_partitions(keys: pa.Array, partitions: int) -> npt.NDArray[np.int64]
     for w in range(int(words.max()) if n else 0):
         active = words > w
         base = np.where(active, offsets[:-1] + 4 * w, 0)
-        k = (data[base].astype(np.uint64) | (data[base + 1].astype(np.uint64) << np.uint64(8))
-             | (data[base + 2].astype(np.uint64) << np.uint64(16)) | (data[base + 3].astype(np.uint64) << np.uint64(24)))
+        k = np.zeros(n, dtype=np.uint64)
+        for byte in range(4):  # the little-endian 32-bit word at 4 * w
+            k |= data[base + byte].astype(np.uint64) << np.uint64(8 * byte)
         k = (k * m) & mask
         k ^= k >> np.uint64(24)
         k = (k * m) & mask

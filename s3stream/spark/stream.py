@@ -91,18 +91,18 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     # -- offsets ---------------------------------------------------------------------------------------
 
-    def initialOffset(self) -> Offsets:  # noqa: N802 - Spark's name
+    def initialOffset(self) -> Offsets:
         reader = self._log_reader()
         return _nested({(s.topic.name, s.partition): resolve_start(self._opts, reader, s) for s in self._snapshots()})
 
-    def getDefaultReadLimit(self) -> ReadLimit:  # noqa: N802
+    def getDefaultReadLimit(self) -> ReadLimit:
         n = self._opts.max_offsets_per_trigger
         return ReadAllAvailable() if n is None else ReadMaxRows(n)
 
-    def prepareForTriggerAvailableNow(self) -> None:  # noqa: N802
+    def prepareForTriggerAvailableNow(self) -> None:
         self._target = {(s.topic.name, s.partition): s.log_end_offset for s in self._snapshots()}
 
-    def latestOffset(self, start: Offsets, limit: ReadLimit) -> Offsets:  # noqa: N802
+    def latestOffset(self, start: Offsets, limit: ReadLimit) -> Offsets:
         begin = _flat(start)
         first: dict[tuple[str, int], int] = {}
         latest: dict[tuple[str, int], int] = {}
@@ -120,7 +120,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             latest = rate_limit(first, latest, limit.max_rows)
         return _nested(latest)
 
-    def reportLatestOffset(self) -> Offsets | None:  # noqa: N802
+    def reportLatestOffset(self) -> Offsets | None:
         return _nested({(s.topic.name, s.partition): s.log_end_offset for s in self._snapshots()})
 
     # -- planning and reading --------------------------------------------------------------------------

@@ -174,12 +174,12 @@ class StreamWriter(_Staging, DataSourceStreamArrowWriter):
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
         return self._write(iterator)
 
-    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         writer_id = self._opts.writer_id
         if writer_id is None:
             log.warning("streaming write without writerId or checkpointLocation: a replayed micro-batch "
                         "would be appended again")
         publish(self._opts.url, _staged(messages), marker=None if writer_id is None else (writer_id, batchId))
 
-    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         discard_unpublished(self._opts.url, _staged(messages))

@@ -151,9 +151,6 @@ def test_delete_records_by_another_process_is_honoured(mem_url: str, tmp_path: P
         assert offsets(log) == list(range(10, 16))
 
 
-@pytest.mark.xfail(strict=False, reason="engine bug (log.py PartitionLog._view): the writing process serves "
-                   "reads from its cached manifest and does not see another process's DeleteRecords until "
-                   "its next own commit or retention pass")
 def test_writer_process_sees_another_process_delete_records_at_once(
         mem_url: str, tmp_path: Path, clock: ManualClock) -> None:
     with open_at(mem_url, tmp_path / "writer", clock) as writer:
