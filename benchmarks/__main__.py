@@ -14,6 +14,7 @@ import typer
 from rich.console import Console
 
 from benchmarks.params import MiB, make_params
+from benchmarks.report import print_table
 from benchmarks.targets import target_slug
 from s3stream.errors import S3StreamError
 
@@ -78,6 +79,23 @@ def engine(
         console.print(f"[red]benchmark failed:[/red] {type(exc).__name__}: {exc}")
         raise typer.Exit(2) from exc
     raise typer.Exit(0 if result["passed"] else 1)
+
+
+@app.command()
+def render(
+    result: Annotated[Path, typer.Argument(help="A result JSON written by `engine`.", exists=True, dir_okay=False)],
+) -> None:
+    """Re-judge the figures of a result JSON and rewrite it and its markdown (same measurements)."""
+    import json
+
+    from benchmarks.report import rejudge, write_results
+
+    console = Console() if sys.stdout.isatty() else Console(width=160)
+    data = rejudge(json.loads(result.read_text()))
+    md = write_results(data, result)
+    print_table(console, data)
+    console.print(f"rewrote {result} and {md}")
+    raise typer.Exit(0 if data["passed"] else 1)
 
 
 if __name__ == "__main__":

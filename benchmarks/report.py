@@ -17,7 +17,16 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-__all__ = ["SCHEMA", "Figure", "build_figures", "print_table", "render_markdown", "write_results"]
+__all__ = [
+    "SCHEMA",
+    "Figure",
+    "build_figures",
+    "figures_as_dicts",
+    "print_table",
+    "rejudge",
+    "render_markdown",
+    "write_results",
+]
 
 SCHEMA = "s3stream-benchmark-engine/1"
 MiB = 1 << 20
@@ -67,8 +76,7 @@ def build_figures(raw: dict[str, Any], m: dict[str, Any], settings: dict[str, An
     figures = [
         Figure.judge("ingest_throughput", "Sustained ingest, ack=wal, flushed to target",
                      ingest["payload_mb_per_s"], "MB/s", min(disk, put), "min(raw fsync'd disk, raw PUT)",
-                     at_least=0.5, details={"records_per_s": ingest["records_per_s"],
-                                            "acked_payload_mb_per_s": ingest["acked_payload_mb_per_s"]}),
+                     at_least=0.5, details=_ingest_details(ingest, put)),
         Figure.judge("ack_latency_p99", "Append ack latency p99 at half load", lat["ack_latency_ms"]["p99_ms"],
                      "ms", fsync_p99, "raw fsync p99 (4 KiB)", at_most=2.0,
                      details={"p50_ms": lat["ack_latency_ms"]["p50_ms"], "p999_ms": lat["ack_latency_ms"]["p999_ms"],
@@ -92,6 +100,16 @@ def build_figures(raw: dict[str, Any], m: dict[str, Any], settings: dict[str, An
                               "configured_buffers_mib": round(configured / MiB, 1)}),
     ]
     return figures
+
+
+def _ingest_details(ingest: dict[str, Any], raw_put_mb_per_s: float) -> dict[str, Any]:
+    """Context of the ingest figure: rates, and how much of the raw PUT bandwidth the engine's PUTs used."""
+    out = {"records_per_s": ingest["records_per_s"], "acked_payload_mb_per_s": ingest["acked_payload_mb_per_s"]}
+    if "object_put_mb_per_s" in ingest:
+        out["object_put_mb_per_s"] = ingest["object_put_mb_per_s"]
+        out["object_bytes_put_per_payload_byte"] = ingest["object_bytes_put_per_payload_byte"]
+        out["raw_put_bandwidth_used"] = round(ingest["object_put_mb_per_s"] / raw_put_mb_per_s, 3)
+    return out
 
 
 def _fmt(x: float) -> str:
@@ -183,7 +201,7 @@ def render_markdown(result: dict[str, Any]) -> str:
         "",
         "## Workload",
         "",
-        _workload_text(params, m),
+        _workload_text(params, m, result["raw_limits"]["put"]["mb_per_s"]),
     ]
     for phase, profile in (result.get("profiles") or {}).items():
         parts += ["", f"## Profile: {phase.replace('_', ' ')} (sampled stacks)", "", _profile_text(profile)]
@@ -198,7 +216,7 @@ def _put_row(cost: dict[str, Any]) -> list[str]:
             f"{cost['data_puts_per_gib']:.1f}", f"{cost['bound_per_gib']:.1f}"]
 
 
-def _workload_text(params: dict[str, Any], m: dict[str, Any]) -> str:
+def _workload_text(params: dict[str, Any], m: dict[str, Any], raw_put_mb_per_s: float) -> str:
     ing, lat, read = m["ingest"], m["latency"], m["read"]
     return "\n".join([
         f"- Sustained ingest: {params['producers']} producer threads, {params['partitions']} partitions, "
@@ -206,7 +224,9 @@ def _workload_text(params: dict[str, Any], m: dict[str, Any]) -> str:
         f"{ing['records_per_s']:,.0f} records/s flushed ({ing['acked_records_per_s']:,.0f} acked/s), "
         f"{ing.get('wal_objects_put', '?')} WAL objects, {ing.get('sealed_segments', '?')} segments sealed, "
         f"{ing.get('object_bytes_put_per_payload_byte', '?')} object bytes PUT per payload byte "
-        f"({ing.get('object_put_mb_per_s', '?')} MB/s of PUTs); "
+        f"({ing.get('object_put_mb_per_s', '?')} MB/s of PUTs, "
+        f"{ing.get('object_put_mb_per_s', 0) / max(raw_put_mb_per_s, 1e-9):.0%} of the raw PUT "
+        "bandwidth); "
         f"process CPU {ing['cpu'].get('process_cpu_cores', '?')} cores, machine "
         f"{ing['cpu'].get('machine_busy_cores', '?')} cores busy.",
         f"- Ack latency at half load: batches of {lat['batch_records']} records, offered "
@@ -248,6 +268,12 @@ def _profile_text(profile: dict[str, Any], top: int = 8) -> str:
         items = ", ".join(f"`{fn}` {pct}%" for fn, pct in info["top_self"][:top])
         lines.append(f"- **{role}** ({info['samples']} samples), self: {items}")
     return "\n".join(lines)
+
+
+def rejudge(result: dict[str, Any]) -> dict[str, Any]:
+    """``result`` with its figures and verdict rebuilt from its raw limits and measurements."""
+    figures = build_figures(result["raw_limits"], result["measurements"], result["store_settings"])
+    return {**result, "figures": figures_as_dicts(figures), "passed": all(f.passed for f in figures)}
 
 
 def write_results(result: dict[str, Any], out: Path) -> Path:

@@ -86,7 +86,11 @@ class ProduceResult:
 
 
 class Producers:
-    """``producers`` threads appending ``batches`` (cycled) to ``logs``; :attr:`appended_bytes` is live."""
+    """``producers`` threads appending ``batches`` (cycled) to ``logs``.
+
+    :attr:`appended_bytes` grows live for the progress bar (updated without a lock: approximate while
+    running, never used for results, which count each producer's own appends).
+    """
 
     def __init__(self, logs: Sequence[PartitionLog], batches: Sequence[Sequence[Record]], *, producers: int) -> None:
         if not logs or not batches or producers < 1:

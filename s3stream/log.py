@@ -61,8 +61,8 @@ __all__ = ["PUBLISH_MARKER_PREFIX", "PartitionLog", "StagedSegment"]
 
 log = logging.getLogger(__name__)
 
-_BATCH_OVERHEAD_BYTES = 61
-_WRITER_MANIFEST_MAX_AGE_S = 1.0  # a Kafka record batch header; counts against max.message.bytes
+_BATCH_OVERHEAD_BYTES = 61  # a Kafka record batch header; counts against max.message.bytes
+_WRITER_MANIFEST_MAX_AGE_S = 1.0
 
 
 @dataclass(slots=True)
@@ -186,6 +186,7 @@ class PartitionLog:
         Raises InvalidRecord (e.g. a null key on a compacted topic; nothing of the batch is appended),
         RecordTooLarge (a record or the batch over ``max.message.bytes``), Fenced, UnknownTopic.
         """
+        started = self._rt.clock.monotonic()
         recs = list(records)
         if not recs:
             raise InvalidRecord("append needs at least one record")
@@ -219,6 +220,7 @@ class PartitionLog:
         elif wal_future is not None:
             wal_future.result()
         self._rt.metrics.appended(self._topic, len(recs), nbytes)
+        self._rt.metrics.ack_latency.observe(self._rt.clock.monotonic() - started)
         return AppendResult(base, last)
 
     def read(self, offset: int, max_records: int | None = None, max_bytes: int | None = None) -> list[Record]:
@@ -385,11 +387,16 @@ class PartitionLog:
                 out.extend(SegmentInfo(u.base_offset, u.end_offset - 1, u.size_bytes, u.record_count,
                                        u.max_timestamp, False, None) for u in [*w.pending, w.active])
                 return out
-        if view.log_end_offset > view.next_offset or not out:
-            size = sum(r.chunk.size_bytes for r in view.chunks)
-            count = sum(r.chunk.record_count for r in view.chunks)
-            max_ts = max((r.chunk.max_timestamp for r in view.chunks), default=-1)
-            out.append(SegmentInfo(view.next_offset, view.log_end_offset - 1, size, count, max_ts, False, None))
+        # another process writes it: rebuild its rolled and active segments from the WAL objects (exact
+        # sizes: a chunk straddling the sealed end or a roll offset is loaded and split)
+        rolls: tuple[int, ...] = ()
+        m = self.manifest(refresh=False)
+        if m.wal is not None and view.chunks:
+            _, rolls = contiguous_chunks(self._rt.walindex.scan(m.wal), self.log_id, view.next_offset)
+        unsealed = _split_unsealed(view.chunks, rolls, view.next_offset, 0, 0,
+                                   lambda ref: self._rt.chunks.get(ref, self.log_id))
+        out.extend(SegmentInfo(u.base_offset, u.end_offset - 1, u.size_bytes, u.record_count, u.max_timestamp,
+                               False, None) for u in unsealed)
         return out
 
     # -- views -------------------------------------------------------------------------------------
@@ -437,6 +444,8 @@ class PartitionLog:
         return wal_future, s3_future
 
     def _write_roll_marker(self, node: NodeRuntime, base_offset: int) -> None:
+        """An explicit roll, in the local WAL. ``roll()`` seals at once, so the boundary is durable in the
+        manifest before ``roll()`` returns; a crash before that loses only an unacknowledged boundary."""
         with node.append_lock:
             node.uploader.check()
             node.wal.append_async(encode_entry(RollEntry(self.log_id, base_offset)))

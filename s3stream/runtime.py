@@ -53,7 +53,8 @@ class NodeRuntime:
         self.uploader = Uploader(runtime.objstore, node_id=node_id, first_seq=fence_seq + 1,
                                  flush_interval_ms=s.flush_interval_ms, flush_bytes=s.flush_bytes,
                                  buffer_bytes=s.buffer_bytes, clock=runtime.clock, ids=runtime.ids,
-                                 crash_points=runtime.crash, on_flushed=self._on_flushed, trim_local=wal.trim)
+                                 crash_points=runtime.crash, on_flushed=self._on_flushed, trim_local=wal.trim,
+                                 stale_after_s=max(1.0, s.orphan_min_age_ms / 6000.0))
 
     def register(self, plog: PartitionLog) -> None:
         with self._logs_lock:
@@ -233,8 +234,16 @@ class Runtime:
             log.info("node %s: replayed %d WAL entries not yet in object storage", node.node_id, replayed)
         node.uploader.flush()
         for plog in node.logs():
-            if plog.has_pending_seals():
+            # seal what the replay rolled, then let go of the partition: a process that only reads
+            # must see what later writers commit, not its own frozen writer view (the next append
+            # claims the partition again, cheaply: same node, same WAL namespace)
+            try:
+                plog._seal_pending()
+            except S3StreamError as exc:
+                log.warning("sealing %s after recovery failed, the sealer retries: %s", plog.log_id, exc)
                 self.request_seal(plog)
+                continue
+            plog.detach()
 
     # -- background work ---------------------------------------------------------------------------
 

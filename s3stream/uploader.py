@@ -33,6 +33,7 @@ from s3stream.crashpoints import CrashPoints
 from s3stream.errors import Closed, Fenced, ObjectNotFound, PreconditionFailed, S3StreamError
 from s3stream.ids import IdSource
 from s3stream.objectstore.protocol import ObjectStore
+from s3stream.records import RECORD_SCHEMA
 from s3stream.walobject import WalChunkInput, WalObjectIndex, encode_wal_object
 
 __all__ = ["BufferedAppend", "FlushedObject", "Uploader"]
@@ -75,7 +76,7 @@ class Uploader:
     def __init__(self, store: ObjectStore, *, node_id: str, first_seq: int, flush_interval_ms: int,
                  flush_bytes: int, buffer_bytes: int, clock: Clock, ids: IdSource, crash_points: CrashPoints,
                  on_flushed: Callable[[FlushedObject, list[BufferedAppend]], None],
-                 trim_local: Callable[[int], None]) -> None:
+                 trim_local: Callable[[int], None], stale_after_s: float = 600.0) -> None:
         self._store = store
         self._node_id = node_id
         self._next_seq = first_seq
@@ -98,6 +99,8 @@ class Uploader:
         self._failed: BaseException | None = None
         self.puts = 0
         self.bytes_put = 0
+        self._last_put_at: float | None = self._clock.monotonic()
+        self._stale_after_s = stale_after_s
         self._thread = threading.Thread(target=self._run, name=f"s3stream-flush-{node_id}", daemon=True)
         self._thread.start()
 
@@ -253,7 +256,9 @@ class Uploader:
         data, index = encode_wal_object(node_id=self._node_id, seq=seq, created_ms=self._clock.now_ms(),
                                         chunks=chunks)
         self._crash.hit("flush.before_put")
+        self._check_not_overtaken(seq)
         self._put_once(key, data)
+        self._last_put_at = self._clock.monotonic()
         self._next_seq = seq + 1
         self.puts += 1
         self.bytes_put += len(data)
@@ -269,20 +274,24 @@ class Uploader:
     def _put_once(self, key: str, data: bytes) -> None:
         """PUT with put-if-absent; retry transient errors; tell a lost response from being fenced."""
         attempt = 0
-        retried = False
         while True:
             try:
                 self._store.put(key, data, if_none_match=True)
                 return
             except PreconditionFailed:
-                if retried and self._is_mine(key, data):
-                    return
+                state = self._whose(key, data)
+                if state == "mine":
+                    return  # our earlier attempt landed (a lost response)
+                if state == "absent":
+                    # a spurious 412/409 (the key is free): try again
+                    attempt += 1
+                    self._clock.sleep(min(0.05 * 2 ** min(attempt, 7), 5.0) * self._ids.uniform(0.5, 1.0))
+                    continue
                 raise Fenced(f"WAL object {key} already exists: another process fenced node "
                              f"{self._node_id}") from None
             except S3StreamError as exc:
                 if not exc.retriable:
                     raise
-                retried = True
                 attempt += 1
                 with self._cond:
                     if self._closing and attempt > 8:
@@ -291,11 +300,26 @@ class Uploader:
                 log.warning("WAL object PUT %s failed (%s); retry %d in %.2fs", key, exc, attempt, delay)
                 self._clock.sleep(delay)
 
-    def _is_mine(self, key: str, data: bytes) -> bool:
+    def _whose(self, key: str, data: bytes) -> str:
+        """After a failed put-if-absent: "mine" (it landed), "absent" (spurious failure) or "theirs"."""
         try:
-            return self._store.get(key) == data
+            return "mine" if self._store.get(key) == data else "theirs"
         except ObjectNotFound:
-            return False
+            return "absent"
+
+    def _check_not_overtaken(self, seq: int) -> None:
+        """Before a PUT after a long pause: make sure nobody fenced our namespace meanwhile.
+
+        A writer stalled for longer than WAL-object GC's minimum age could otherwise re-create a sequence
+        number that GC already deleted (manifest-protocol.md T1/T2); a re-probe finds the fence above it.
+        """
+        now = self._clock.monotonic()
+        if self._last_put_at is not None and now - self._last_put_at < self._stale_after_s:
+            return
+        from s3stream.node import latest_wal_seq
+
+        if latest_wal_seq(self._store, self._node_id, after=seq - 1) >= seq:
+            raise Fenced(f"WAL namespace {self._node_id} moved past seq {seq} while this node was paused")
 
 
 def _chunks_of(items: list[BufferedAppend]) -> list[WalChunkInput]:
@@ -305,9 +329,11 @@ def _chunks_of(items: list[BufferedAppend]) -> list[WalChunkInput]:
     chunks: list[WalChunkInput] = []
     for log_id, group in by_log.items():
         batches = [g.batch for g in group if g.batch.num_rows]
+        rolls = tuple(sorted({r for g in group for r in g.rolls}))
         if not batches:
+            if rolls:  # an explicit roll with no record after it: the object still carries the boundary
+                chunks.append(WalChunkInput(log_id, pa.RecordBatch.from_pylist([], schema=RECORD_SCHEMA), rolls[-1:]))
             continue
         batch = batches[0] if len(batches) == 1 else pa.concat_batches(batches)
-        rolls = tuple(sorted({r for g in group for r in g.rolls}))
         chunks.append(WalChunkInput(log_id, batch, rolls))
     return chunks

@@ -18,7 +18,7 @@ from rich.console import Console
 
 from benchmarks.engine import run_engine_benchmark
 from benchmarks.params import MiB, make_params
-from benchmarks.report import SCHEMA
+from benchmarks.report import SCHEMA, rejudge
 
 pytestmark = pytest.mark.benchmark
 
@@ -64,6 +64,7 @@ def test_engine_benchmark_writes_result_files_of_the_documented_shape(tmp_path: 
         assert f["ratio"] == pytest.approx(f["value"] / f["reference"], rel=0.01, abs=0.002)
         assert f["target"].startswith("ratio ")
     assert result["passed"] == all(f["passed"] for f in figures.values())
+    assert rejudge(result) == result  # the verdicts follow from the stored measurements alone
     m = result["measurements"]
     assert m["read"]["records"] == m["read"]["log_end_offset"] - m["read"]["log_start_offset"] > 0
     assert m["read"]["unsealed_records"] == 0

@@ -7,6 +7,7 @@ Expected rows come from ``PartitionLog.read_arrow``, the Python API the Spark so
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -57,7 +58,18 @@ def fill(store: s3stream.Store, topic: str, partitions: int, per_partition: int,
 
 def expected(store: s3stream.Store, topic: str, *, start: dict[int, int] | None = None,
              end: dict[int, int] | None = None) -> list[tuple[Any, ...]]:
-    """Rows ``(partition, offset, key, value, ts_ms, headers)`` of ``topic`` via the Python API."""
+    """Rows ``(partition, offset, key, value, ts_ms, headers)`` of ``topic`` via the Python API.
+
+    Read through a fresh read-only handle of the store's URL (another process's view): the test's own
+    store may have been fenced by a Spark write, and a fenced writer only learns it at its next write.
+    """
+    with tempfile.TemporaryDirectory() as wal:
+        with s3stream.open_store(store.url, probe=False, wal_dir=wal) as fresh:
+            return _expected(fresh, topic, start=start, end=end)
+
+
+def _expected(store: s3stream.Store, topic: str, *, start: dict[int, int] | None,
+              end: dict[int, int] | None) -> list[tuple[Any, ...]]:
     rows: list[tuple[Any, ...]] = []
     for p in range(store.partitions(topic)):
         log = store.partition(topic, p)
