@@ -1,6 +1,8 @@
 """Topics: create, describe, alter, delete, list — each a versioned topic document in the bucket.
 
-A topic is ``topics/{name}/meta/{seq}.json`` documents committed with the manifest protocol. Its
+A topic is ``topics/{name}/meta/{seq}.json`` documents committed with the manifest protocol; the topic
+index (``catalog/topics/{seq}.json``, :mod:`s3stream.manifest.topicindex`) lists every name ever created so
+listing topics is a probe, not a LIST. Its
 partitions' data lives under ``logs/{topic_id}/``; the id is new each time a name is (re)created, so a
 re-created topic never sees the old one's data. Deleting a topic commits a ``deleted`` version; the
 data becomes garbage that GC removes after ``file.delete.delay.ms``.
@@ -27,6 +29,7 @@ from s3stream.config import (
 from s3stream.errors import InvalidRequest, TopicExists, UnknownTopic
 from s3stream.ids import IdSource
 from s3stream.manifest.topicdoc import TopicDoc, topic_store
+from s3stream.manifest.topicindex import TopicIndex, topic_index_store
 from s3stream.manifest.versioned import VersionedStore
 from s3stream.objectstore.protocol import ObjectStore
 
@@ -48,6 +51,7 @@ class TopicCatalog:
         self._lock = threading.Lock()
         self._docs: dict[str, tuple[TopicDoc | None, float]] = {}
         self._vstores: dict[str, VersionedStore[TopicDoc]] = {}
+        self._index: VersionedStore[TopicIndex] = topic_index_store(store, clock=clock, ids=ids)
 
     def _vstore(self, name: str) -> VersionedStore[TopicDoc]:
         with self._lock:
@@ -98,6 +102,8 @@ class TopicCatalog:
                                   "('.' and '_' are interchangeable in metric names)")
         now = self._clock.now_ms()
         topic_id = self._ids.ulid(now).lower()
+        # the name goes into the index first: a crash before the document leaves a name readers skip
+        self._index.commit(lambda cur: (cur or TopicIndex()).with_name(name))
 
         def intent(cur: TopicDoc | None) -> TopicDoc:
             if cur is not None and not cur.deleted:
@@ -139,12 +145,14 @@ class TopicCatalog:
         return doc
 
     def names(self, *, include_deleted: bool = False) -> list[str]:
-        """Names of the live topics, sorted."""
-        names: set[str] = set()
-        for entry in self._store.list("topics/"):
-            parts = entry.key.split("/")
-            if len(parts) == 4 and parts[2] == "meta":
-                names.add(parts[1])
+        """Names of the live topics, sorted: from the topic index (a probe, no LIST in steady state)."""
+        index = self._index.load_latest()
+        names: set[str] = set(index.names) if index is not None else set()
+        if index is None:  # an empty store, or one written before the index existed: list the documents
+            for entry in self._store.list("topics/"):
+                parts = entry.key.split("/")
+                if len(parts) == 4 and parts[2] == "meta":
+                    names.add(parts[1])
         out = []
         for name in sorted(names):
             doc = self.load(name, refresh=True)

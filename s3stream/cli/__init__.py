@@ -11,6 +11,7 @@ Commands, one module each (names follow Kafka's tools where Kafka has one)::
     s3stream quickstart                                  runners.py -> s3stream.quickstart
     s3stream local-stack                                 localstack.py -> s3stream.localstack
     s3stream retention run | delete-records | clean run | gc run   maintenance.py
+    s3stream spark compact|export|backfill               spark.py (pyspark imported on use)
 
 Every command takes ``--url`` (default: the embedded store under the user data directory) and
 repeatable ``--option KEY=VALUE`` store settings (:mod:`s3stream.cli.common`). Errors raised by the
@@ -21,7 +22,7 @@ from __future__ import annotations
 
 import typer
 
-from s3stream.cli import localstack, maintenance, manifests, topics
+from s3stream.cli import localstack, maintenance, manifests, spark, topics
 from s3stream.cli.common import ErrorHandlingGroup
 from s3stream.cli.consume import consume
 from s3stream.cli.dump import dump
@@ -46,6 +47,7 @@ app.add_typer(maintenance.retention_app, name="retention")
 app.command("delete-records")(maintenance.delete_records)
 app.add_typer(maintenance.clean_app, name="clean")
 app.add_typer(maintenance.gc_app, name="gc")
+app.add_typer(spark.app, name="spark")
 
 
 def main() -> None:

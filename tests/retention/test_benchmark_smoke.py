@@ -23,9 +23,9 @@ def test_quick_run_counts_requests_and_writes_results(tmp_path: Path) -> None:
     assert deleting["requests"]["by_kind"]["DELETE"] == 0  # physical deletion is GC's job, later
     assert steady["segments_deleted"] == 0 and steady["requests"]["manifest_commits"] == 0
     assert steady["requests"]["by_kind"]["PUT"] == 0
-    # steady state: one manifest probe per partition, the topic list and the topic document
+    # steady state: one manifest probe per partition, a topic-index probe and the topic document; no LIST
     assert steady["requests"]["by_kind_and_family"].get("GET manifest") == 4
-    assert steady["requests"]["by_kind"]["LIST"] == 1
+    assert steady["requests"]["by_kind"]["LIST"] == 0
     warm = result["warm_deleting_pass"]  # another quarter (1 of 6 per partition) expired
     assert warm["segments_deleted"] == 4 and warm["requests"]["manifest_commits"] == 4
     assert warm["requests"]["by_kind_and_family"].get("LIST manifest") is None  # caches are warm
