@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
+from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -43,7 +44,7 @@ from s3stream.errors import (
 from s3stream.manifest.intents import add_segment, advance_log_start
 from s3stream.manifest.model import Epoch, FrozenMap, Manifest, SegmentRef, WalCursor
 from s3stream.manifest.versioned import ManifestStore, manifest_store, writer_fence
-from s3stream.readpath import LogView, read_table
+from s3stream.readpath import LogView, MemBatch, read_table
 from s3stream.records import AppendResult, Record, SegmentInfo, batch_from_records, records_from_batch
 from s3stream.roll import ActiveStats, should_roll
 from s3stream.sealing import write_segment
@@ -99,7 +100,7 @@ class _Writer:
     leo: int
     active: _Unsealed
     pending: list[_Unsealed] = field(default_factory=list)
-    memory: list[pa.RecordBatch] = field(default_factory=list)
+    memory: deque[MemBatch] = field(default_factory=deque)
     memory_bytes: int = 0
     unflushed_from: int = 0
     chunks: list[ChunkRef] = field(default_factory=list)
@@ -209,7 +210,7 @@ class PartitionLog:
             if roll:
                 self._roll_locked(w, cfg, now)
             w.active.add(nbytes, len(recs), max_ts, last + 1)
-            w.memory.append(batch)
+            w.memory.append(MemBatch(base, last, nbytes, batch))
             w.memory_bytes += nbytes
             w.leo = last + 1
         self._rt.note_memory(self, nbytes)
@@ -498,15 +499,9 @@ class PartitionLog:
             w = self._w
             if w is None:
                 return 0
-            keep: list[pa.RecordBatch] = []
-            for batch in w.memory:
-                last = int(batch.column(0)[-1].as_py()) if batch.num_rows else -1
-                if freed < want_bytes and last < w.unflushed_from:
-                    nbytes = _nbytes(batch)
-                    freed += nbytes
-                    continue
-                keep.append(batch)
-            w.memory = keep
+            # oldest first; unflushed batches are the newest and are never evicted
+            while w.memory and freed < want_bytes and w.memory[0].last < w.unflushed_from:
+                freed += w.memory.popleft().nbytes
             w.memory_bytes -= freed
         return freed
 
@@ -536,7 +531,7 @@ class PartitionLog:
             with node.append_lock:
                 node.uploader.add(BufferedAppend(self.log_id, batch, nbytes, local_seq, ()))
             w.active.add(nbytes, batch.num_rows, max_ts, last + 1)
-            w.memory.append(batch)
+            w.memory.append(MemBatch(base, last, nbytes, batch))
             w.memory_bytes += nbytes
             w.leo = last + 1
             return True
@@ -589,10 +584,10 @@ class PartitionLog:
             if w is not None and w.pending and w.pending[0] is seg:
                 w.pending.pop(0)
                 w.chunks = [c for c in w.chunks if c.chunk.last_offset >= m.next_offset]
-                kept = [b for b in w.memory if b.num_rows and int(b.column(0)[-1].as_py()) >= m.next_offset]
-                dropped = sum(_nbytes(b) for b in w.memory if not any(b is k for k in kept))
+                dropped = 0
+                while w.memory and w.memory[0].last < m.next_offset:
+                    dropped += w.memory.popleft().nbytes
                 w.memory_bytes -= dropped
-                w.memory = kept
             else:
                 dropped = 0
         rt.note_memory(self, -dropped)

@@ -17,6 +17,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -28,9 +29,18 @@ from s3stream.segment import SegmentReader, row_sizes
 from s3stream.walobject import decode_chunk
 from s3stream.walscan import ChunkRef
 
-__all__ = ["ChunkCache", "LogView", "SegmentReaderCache", "read_table", "shift_offsets", "take_budget"]
+__all__ = ["ChunkCache", "LogView", "MemBatch", "SegmentReaderCache", "read_table", "shift_offsets", "take_budget"]
 
 DEFAULT_MAX_BYTES = 1 << 20
+
+
+class MemBatch(NamedTuple):
+    """A batch of the writer's tail cache with its offset bounds (kept so lookups never touch Arrow)."""
+
+    first: int
+    last: int
+    nbytes: int
+    batch: pa.RecordBatch
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,11 +52,18 @@ class LogView:
     next_offset: int
     segments: tuple[SegmentRef, ...] = ()
     chunks: tuple[ChunkRef, ...] = ()
-    memory: tuple[pa.RecordBatch, ...] = ()
+    memory: tuple[MemBatch, ...] = ()
     _seg_last: list[int] = field(default_factory=list, compare=False, repr=False)
+    _mem_last: list[int] = field(default_factory=list, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         self._seg_last.extend(s.last_offset for s in self.segments)
+        self._mem_last.extend(m.last for m in self.memory)
+
+    def memory_at(self, offset: int) -> MemBatch | None:
+        """The first cached batch ending at or after ``offset`` (batches are in offset order)."""
+        i = bisect.bisect_left(self._mem_last, offset)
+        return self.memory[i] if i < len(self.memory) else None
 
     def segment_at(self, offset: int) -> SegmentRef | None:
         """The first sealed segment whose range ends at or after ``offset``."""
@@ -153,16 +170,16 @@ def _from_offset(batch: pa.RecordBatch | pa.Table, offset: int) -> pa.Table:
 
 
 def _mem_or_chunk(view: LogView, pos: int) -> tuple[pa.RecordBatch | None, ChunkRef | None]:
-    for batch in view.memory:
-        if batch.num_rows and batch.column(0)[0].as_py() <= pos <= batch.column(0)[-1].as_py():
-            return batch, None
+    mem = view.memory_at(pos)
+    if mem is not None and mem.first <= pos:
+        return mem.batch, None
     for ref in view.chunks:
         if ref.chunk.base_offset <= pos <= ref.chunk.last_offset:
             return None, ref
     # no source contains pos exactly: take the first that starts after it (gaps are legal)
     starts: list[tuple[int, pa.RecordBatch | None, ChunkRef | None]] = []
-    starts.extend((b.column(0)[0].as_py(), b, None) for b in view.memory if b.num_rows and
-                  b.column(0)[0].as_py() > pos)
+    if mem is not None:
+        starts.append((mem.first, mem.batch, None))
     starts.extend((r.chunk.base_offset, None, r) for r in view.chunks if r.chunk.base_offset > pos)
     if not starts:
         return None, None

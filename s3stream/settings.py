@@ -109,7 +109,7 @@ class StoreSettings:
         "int", "Max unflushed bytes in memory; appends wait beyond it (backpressure).", 1))
     cache_bytes: int = field(default=128 * _MiB, metadata=_spec(
         "int", "Tail cache serving tailing readers and sealing without S3 reads (0 disables).", 0))
-    read_ahead_bytes: int = field(default=4 * _MiB, metadata=_spec(
+    read_ahead_bytes: int = field(default=1 * _MiB, metadata=_spec(
         "int", "Bytes fetched ahead by sequential readers of sealed segments (0 disables).", 0))
     upload_concurrency: int = field(default=4, metadata=_spec(
         "int", "Parallel object uploads (WAL objects, segments).", 1))

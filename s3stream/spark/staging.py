@@ -80,8 +80,8 @@ def murmur2_partitions(keys: pa.Array, partitions: int) -> npt.NDArray[np.int64]
         active = words > w
         base = np.where(active, offsets[:-1] + 4 * w, 0)
         k = np.zeros(n, dtype=np.uint64)
-        for byte in range(4):  # the little-endian 32-bit word at 4 * w
-            k |= data[base + byte].astype(np.uint64) << np.uint64(8 * byte)
+        for i in range(4):  # the little-endian 32-bit word at 4 * w
+            k |= data[base + i].astype(np.uint64) << np.uint64(8 * i)
         k = (k * m) & mask
         k ^= k >> np.uint64(24)
         k = (k * m) & mask
@@ -89,8 +89,8 @@ def murmur2_partitions(keys: pa.Array, partitions: int) -> npt.NDArray[np.int64]
     rest = lengths & 3
     tail = np.where(rest > 0, offsets[:-1] + (lengths & ~3), 0)
     for shift, need in ((16, 3), (8, 2), (0, 1)):
-        byte = data[np.where(rest >= need, tail + need - 1, 0)].astype(np.uint64)
-        h = np.where(rest >= need, h ^ (byte << np.uint64(shift)), h)
+        tail_byte = data[np.where(rest >= need, tail + need - 1, 0)].astype(np.uint64)
+        h = np.where(rest >= need, h ^ (tail_byte << np.uint64(shift)), h)
     h = np.where(rest >= 1, (h * m) & mask, h)
     h ^= h >> np.uint64(13)
     h = (h * m) & mask

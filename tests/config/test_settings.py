@@ -31,7 +31,7 @@ def test_defaults() -> None:
     s = StoreSettings()
     assert s.ack == "wal" and s.flush_interval_ms == 250 and s.flush_bytes == 8 * MiB
     assert s.wal_dir is None and s.wal_fsync is True and s.wal_file_bytes == 64 * MiB
-    assert s.buffer_bytes == 64 * MiB and s.cache_bytes == 128 * MiB and s.read_ahead_bytes == 4 * MiB
+    assert s.buffer_bytes == 64 * MiB and s.cache_bytes == 128 * MiB and s.read_ahead_bytes == 1 * MiB
     assert s.upload_concurrency == 4 and s.segment_row_group_bytes == 1 * MiB
     assert s.commit_timeout_ms == 60000
     assert s.orphan_min_age_ms == 3_600_000 and s.manifest_min_age_ms == 3_600_000
