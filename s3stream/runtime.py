@@ -54,7 +54,8 @@ class NodeRuntime:
                                  flush_interval_ms=s.flush_interval_ms, flush_bytes=s.flush_bytes,
                                  buffer_bytes=s.buffer_bytes, clock=runtime.clock, ids=runtime.ids,
                                  crash_points=runtime.crash, on_flushed=self._on_flushed, trim_local=wal.trim,
-                                 stale_after_s=max(1.0, s.orphan_min_age_ms / 6000.0))
+                                 stale_after_s=max(1.0, s.orphan_min_age_ms / 6000.0),
+                                 upload_concurrency=s.upload_concurrency)
 
     def register(self, plog: PartitionLog) -> None:
         with self._logs_lock:

@@ -22,7 +22,9 @@ from __future__ import annotations
 import concurrent.futures
 import logging
 import threading
+from collections import deque
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -64,6 +66,14 @@ class FlushedObject:
 
 
 @dataclass(slots=True)
+class _InFlight:
+    seq: int
+    items: list[BufferedAppend]
+    nbytes: int
+    future: concurrent.futures.Future[FlushedObject]
+
+
+@dataclass(slots=True)
 class _Buffer:
     items: list[BufferedAppend] = field(default_factory=list)
     nbytes: int = 0
@@ -76,7 +86,8 @@ class Uploader:
     def __init__(self, store: ObjectStore, *, node_id: str, first_seq: int, flush_interval_ms: int,
                  flush_bytes: int, buffer_bytes: int, clock: Clock, ids: IdSource, crash_points: CrashPoints,
                  on_flushed: Callable[[FlushedObject, list[BufferedAppend]], None],
-                 trim_local: Callable[[int], None], stale_after_s: float = 600.0) -> None:
+                 trim_local: Callable[[int], None], stale_after_s: float = 600.0,
+                 upload_concurrency: int = 4) -> None:
         self._store = store
         self._node_id = node_id
         self._next_seq = first_seq
@@ -90,11 +101,15 @@ class Uploader:
         self._trim_local = trim_local
         self._cond = threading.Condition()
         self._buf = _Buffer()
+        self._inflight: deque[_InFlight] = deque()
         self._inflight_bytes = 0
-        self._inflight_seq: int | None = None
-        self._flush_requested = 0
-        self._flushed_generation = 0
-        self._generation = 0
+        self._concurrency = max(1, upload_concurrency)
+        self._pool = ThreadPoolExecutor(max_workers=self._concurrency, thread_name_prefix=f"s3stream-put-{node_id}")
+        self._publish_lock = threading.Lock()
+        self._added = 0
+        self._published = 0
+        self._taken = 0          # appends cut into objects so far (in buffer order)
+        self._flush_target = 0   # flush() waits until the first this-many appends are published
         self._closing = False
         self._failed: BaseException | None = None
         self.puts = 0
@@ -112,7 +127,7 @@ class Uploader:
     def lowest_unpublished_seq(self) -> int:
         """No WAL object below this seq will be published later (a seal's cursor must not pass it)."""
         with self._cond:
-            return self._inflight_seq if self._inflight_seq is not None else self._next_seq
+            return self._inflight[0].seq if self._inflight else self._next_seq
 
     @property
     def buffered_bytes(self) -> int:
@@ -138,7 +153,7 @@ class Uploader:
             while (self._buf.nbytes + self._inflight_bytes + nbytes > self._buffer_bytes
                    and (self._buf.nbytes or self._inflight_bytes)):
                 self._check_locked()
-                self._flush_requested += 1
+                self._flush_target = max(self._flush_target, self._added)
                 self._cond.notify_all()
                 self._cond.wait(0.05)
             self._check_locked()
@@ -152,6 +167,7 @@ class Uploader:
                 self._buf.first_at = self._clock.monotonic()
             self._buf.items.append(item)
             self._buf.nbytes += item.nbytes
+            self._added += 1
             if first or self._buf.nbytes >= self._flush_bytes:
                 # the first item starts the flush.interval.ms timer: wake the flush thread so it waits for
                 # the interval, not for its idle poll (which would delay ack=s3 appends by up to 0.5 s)
@@ -161,15 +177,12 @@ class Uploader:
         """Flush everything added so far and wait until it is committed in the bucket."""
         with self._cond:
             self._check_locked_allow_closing()
-            self._generation += 1
-            target = self._generation
-            self._flush_requested += 1
+            target = self._added
+            self._flush_target = max(self._flush_target, target)
             self._cond.notify_all()
             deadline = None if timeout_s is None else self._clock.monotonic() + timeout_s
-            while self._flushed_generation < target:
+            while self._published < target:
                 self._check_locked_allow_closing()
-                if self._failed is not None:
-                    break
                 remaining = None if deadline is None else deadline - self._clock.monotonic()
                 if remaining is not None and remaining <= 0:
                     raise TimeoutError("flush did not complete in time")
@@ -180,7 +193,7 @@ class Uploader:
             self._check_locked()
 
     def close(self, timeout_s: float = 60.0) -> None:
-        """Flush what is buffered (best effort within ``timeout_s``) and stop the thread."""
+        """Flush what is buffered (best effort within ``timeout_s``) and stop the threads."""
         try:
             if self._failed is None:
                 self.flush(timeout_s)
@@ -189,52 +202,88 @@ class Uploader:
                 self._closing = True
                 self._cond.notify_all()
             self._thread.join(timeout_s)
+            self._pool.shutdown(wait=True, cancel_futures=True)
 
-    # -- the flush thread ---------------------------------------------------------------------------
+    # -- the flush thread: cut objects, keep up to ``upload_concurrency`` PUTs in flight -----------
 
     def _due(self) -> bool:
         buf = self._buf
-        if self._flush_requested:
-            return True
         if not buf.items:
             return False
-        if buf.nbytes >= self._flush_bytes:
-            return True
+        if self._taken < self._flush_target or buf.nbytes >= self._flush_bytes:
+            return True  # a flush() asked for appends still buffered, or a full object's worth is here
         return buf.first_at is not None and self._clock.monotonic() - buf.first_at >= self._interval_s
+
+    def _take(self) -> tuple[list[BufferedAppend], int]:
+        """Cut the next object: the shortest prefix of the buffer reaching ``flush_bytes`` (or all of it)."""
+        items = self._buf.items
+        total = 0
+        n = 0
+        while n < len(items) and total < self._flush_bytes:
+            total += items[n].nbytes
+            n += 1
+        taken, rest = items[:n], items[n:]
+        self._taken += n
+        first_at = self._buf.first_at
+        self._buf = _Buffer(rest, self._buf.nbytes - total, first_at if rest else None)
+        return taken, total
 
     def _run(self) -> None:
         while True:
             with self._cond:
-                while not self._closing and not self._due():
-                    timeout = self._interval_s
+                while not self._closing and self._failed is None and (
+                        not self._due() or len(self._inflight) >= self._concurrency):
+                    timeout = 0.5
                     if self._buf.first_at is not None:
                         timeout = max(0.0, self._buf.first_at + self._interval_s - self._clock.monotonic())
-                    self._cond.wait(timeout if self._buf.items else 0.5)
-                if self._closing and not self._buf.items:
+                    self._cond.wait(min(timeout, 0.5))
+                if self._failed is not None or (self._closing and not self._buf.items):
                     return
-                items = self._buf.items
-                generation = self._generation
-                self._flush_requested = 0
-                self._buf = _Buffer()
-                self._inflight_bytes = sum(i.nbytes for i in items)
-                if items:
-                    self._inflight_seq = self._next_seq
-            try:
-                if items:
-                    self._flush_items(items)
-            except BaseException as exc:  # noqa: BLE001 - every failure must reach the waiters
-                self._fail(exc, items)
-                return
-            with self._cond:
-                self._inflight_bytes = 0
-                self._inflight_seq = None
-                self._flushed_generation = max(self._flushed_generation, generation)
-                self._cond.notify_all()
+                items, nbytes = self._take()
+                seq = self._next_seq
+                self._next_seq += 1
+                future = self._pool.submit(self._upload, seq, items)
+                self._inflight.append(_InFlight(seq, items, nbytes, future))
+                self._inflight_bytes += nbytes
+            future.add_done_callback(self._on_upload_done)
+
+    def _on_upload_done(self, _future: concurrent.futures.Future[FlushedObject]) -> None:
+        try:
+            self._publish_ready()
+        except BaseException as exc:  # noqa: BLE001 - a crash while publishing stops the node
+            self._fail(exc, [])
+
+    def _publish_ready(self) -> None:
+        """Publish completed uploads strictly in sequence order (acks, chunk locations, WAL trim)."""
+        with self._publish_lock:
+            while True:
+                with self._cond:
+                    if self._failed is not None or not self._inflight or not self._inflight[0].future.done():
+                        return
+                    head = self._inflight[0]
+                error = head.future.exception()
+                if error is not None:
+                    self._fail(error, [])
+                    return
+                flushed = head.future.result()
+                self._on_flushed(flushed, head.items)
+                for item in head.items:
+                    if item.future is not None and not item.future.done():
+                        item.future.set_result(flushed.seq)
+                self._crash.hit("flush.before_trim")
+                self._trim_local(max(i.local_seq for i in head.items))
+                with self._cond:
+                    self._inflight.popleft()
+                    self._inflight_bytes -= head.nbytes
+                    self._published += len(head.items)
+                    self._cond.notify_all()
 
     def _fail(self, exc: BaseException, items: list[BufferedAppend]) -> None:
         with self._cond:
-            self._failed = exc
-            pending = items + self._buf.items
+            if self._failed is None:
+                self._failed = exc
+            pending = items + [i for f in self._inflight for i in f.items] + self._buf.items
+            self._inflight.clear()
             self._buf = _Buffer()
             self._inflight_bytes = 0
             self._cond.notify_all()
@@ -245,31 +294,24 @@ class Uploader:
         if isinstance(exc, Fenced):
             log.error("node %s was fenced by another process; it stops accepting appends", self._node_id)
         elif not isinstance(exc, Exception):
-            log.error("flush thread of node %s stopped: %r", self._node_id, exc)
+            log.error("flush of node %s stopped: %r", self._node_id, exc)
         else:
             log.error("flush of node %s failed; the data stays in the local WAL: %s", self._node_id, exc)
 
-    def _flush_items(self, items: list[BufferedAppend]) -> None:
-        seq = self._next_seq
-        chunks = _chunks_of(items)
+    def _upload(self, seq: int, items: list[BufferedAppend]) -> FlushedObject:
+        """Encode and PUT one WAL object (runs in the upload pool)."""
         key = layout.wal_key(self._node_id, seq)
         data, index = encode_wal_object(node_id=self._node_id, seq=seq, created_ms=self._clock.now_ms(),
-                                        chunks=chunks)
+                                        chunks=_chunks_of(items))
         self._crash.hit("flush.before_put")
         self._check_not_overtaken(seq)
         self._put_once(key, data)
-        self._last_put_at = self._clock.monotonic()
-        self._next_seq = seq + 1
-        self.puts += 1
-        self.bytes_put += len(data)
+        with self._cond:
+            self._last_put_at = self._clock.monotonic()
+            self.puts += 1
+            self.bytes_put += len(data)
         self._crash.hit("flush.after_put")
-        flushed = FlushedObject(key, seq, index, len(data))
-        self._on_flushed(flushed, items)
-        for item in items:
-            if item.future is not None and not item.future.done():
-                item.future.set_result(seq)
-        self._crash.hit("flush.before_trim")
-        self._trim_local(max(i.local_seq for i in items))
+        return FlushedObject(key, seq, index, len(data))
 
     def _put_once(self, key: str, data: bytes) -> None:
         """PUT with put-if-absent; retry transient errors; tell a lost response from being fenced."""
@@ -318,7 +360,9 @@ class Uploader:
             return
         from s3stream.node import latest_wal_seq
 
-        if latest_wal_seq(self._store, self._node_id, after=seq - 1) >= seq:
+        with self._cond:
+            assigned = self._next_seq  # sequences below this are ours (some may be in flight right now)
+        if latest_wal_seq(self._store, self._node_id, after=seq - 1) >= assigned:
             raise Fenced(f"WAL namespace {self._node_id} moved past seq {seq} while this node was paused")
 
 

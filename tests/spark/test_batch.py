@@ -64,7 +64,7 @@ def test_pushdown_of_partition_offset_and_timestamp(spark: Any, orders: Any) -> 
 
     url, store = orders
     df = _read(spark, url, subscribe="orders")
-    since = dt.datetime.fromtimestamp((T0 + 3_000) / 1000, tz=dt.timezone.utc)
+    since = dt.datetime.fromtimestamp((T0 + 3_000) / 1000, tz=dt.UTC)
     got = df.where((F.col("partition").isin(0, 2)) & (F.col("offset") > 2) & (F.col("offset") <= 20)
                    & (F.col("timestamp") >= F.lit(since)) & (F.col("key") != F.lit(b"k0")))
     want = [r for r in expected(store, "orders") if r[0] in (0, 2) and 2 < r[1] <= 20 and r[4] >= T0 + 3_000

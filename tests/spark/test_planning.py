@@ -55,7 +55,7 @@ def test_plan_covers_segments_and_chunks_once(topic: Any) -> None:
 
 
 def test_bounds_prune_tasks_and_rows(topic: Any) -> None:
-    url, store = topic
+    url, _store = topic
     with LogReader.open(url) as reader:
         snap = reader.snapshot(reader.topic("t"), 0)
         narrow = plan_partition(snap, 0, 25, url=url, bounds=Bounds(min_offset=12, max_offset=21))
@@ -129,14 +129,14 @@ class VanishingStore:
 
 
 def test_a_vanished_object_is_replanned_without_duplicates(topic: Any) -> None:
-    url, store = topic
+    url, _store = topic
     with LogReader.open(url) as reader:
         snap = reader.snapshot(reader.topic("t"), 0)
         task = plan_partition(snap, 0, 25, url=url)[2]  # the WAL chunks
         source = task.sources[0]
         assert isinstance(source, ChunkSource)
         wrapped = VanishingStore(reader.object_store, source.key)
-        got = [r for r in _rows(task_tables(task, wrapped), 0)]  # type: ignore[arg-type]
+        got = list(_rows(task_tables(task, wrapped), 0))  # type: ignore[arg-type]
         assert wrapped.fired
         assert [r[1] for r in got] == list(range(20, 25))
 

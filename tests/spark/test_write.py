@@ -21,7 +21,7 @@ SCHEMA = "key string, value string, partition int, timestamp timestamp, headers 
 
 
 def _ts(ms: int) -> dt.datetime:
-    return dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc)
+    return dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC)
 
 
 def _write(df: Any, url: str, topic: str | None = "sink") -> None:
