@@ -2,10 +2,11 @@
 
 Measured inputs (seconds, from one run on this machine; see :mod:`benchmarks.spark_compaction`):
 
-* ``inproc_partition_s``: the in-process cleaner's time for one partition's round (it cleans partitions
-  one after another: ``log.cleaner.threads`` = 1);
-* ``map_task_s`` / ``group_task_s``: the work inside one map task (offset map of a partition) and one
-  rewrite task (one group of segments), measured by running the job's task functions without Spark;
+* ``inproc_group_s``: the in-process cleaner's time per group of segments (a partition's round divided by
+  its groups; it cleans partitions one after another: ``log.cleaner.threads`` = 1);
+* ``map_group_s`` / ``rewrite_group_s``: the work per group inside the map task (the offset map reads
+  every group's keys, sequentially in one task per partition) and inside one rewrite task, measured by
+  running the job's task functions without Spark;
 * ``driver_partition_s``: the driver's sequential work per partition (snapshot, cleaner claim, swap);
 * ``job_overhead_s``: a Spark job's fixed cost (scheduling a stage and collecting results, a one-task
   no-op job); the compaction runs two jobs (map, rewrite);
@@ -14,9 +15,9 @@ Measured inputs (seconds, from one run on this machine; see :mod:`benchmarks.spa
 
 Model, for P partitions of G groups each on E executor cores (waves of E tasks)::
 
-    T_inproc(P, G) = P * inproc_partition_s
-    T_spark(P, G, E) = 2 * job_overhead_s + ceil(P / E) * (map_task_s + task_overhead_s)
-                       + ceil(P * G / E) * (group_task_s + task_overhead_s) + P * driver_partition_s
+    T_inproc(P, G) = P * G * inproc_group_s
+    T_spark(P, G, E) = 2 * job_overhead_s + ceil(P / E) * (G * map_group_s + task_overhead_s)
+                       + ceil(P * G / E) * (rewrite_group_s + task_overhead_s) + P * driver_partition_s
 
 The **crossover** is the smallest P (or, for one very large partition, the smallest G with P = 1) at which
 ``T_spark < T_inproc``; none when the per-partition driver work plus per-core work never undercuts the
@@ -27,22 +28,21 @@ on real S3 both sides pay the same GET/PUT latency per byte, which the measured 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Any
 
-__all__ = ["Costs", "crossover_groups", "crossover_partitions", "spark_seconds"]
+__all__ = ["Costs", "crossover_groups", "crossover_partitions", "inproc_seconds", "spark_seconds"]
 
 _SEARCH_LIMIT = 1 << 22
 
 
 @dataclass(frozen=True, slots=True)
 class Costs:
-    """Measured unit costs in seconds (see the module docstring)."""
+    """Measured unit costs in seconds (see the module docstring); "group" = one group of segments."""
 
-    inproc_partition_s: float
-    inproc_group_s: float  # per group of segments (a partition's time divided by its groups)
-    map_task_s: float
-    group_task_s: float
+    inproc_group_s: float
+    map_group_s: float
+    rewrite_group_s: float
     driver_partition_s: float
     job_overhead_s: float
     task_overhead_s: float
@@ -51,23 +51,21 @@ class Costs:
         return {k: round(v, 6) for k, v in asdict(self).items()}
 
 
-def inproc_seconds(c: Costs, partitions: int, groups: int, groups_measured: int) -> float:
-    """The in-process cleaner's time: partitions one after another, linear in groups."""
-    per_partition = c.inproc_partition_s if groups == groups_measured else c.inproc_group_s * groups
-    return partitions * per_partition
+def inproc_seconds(c: Costs, partitions: int, groups: int) -> float:
+    """The in-process cleaner: partitions one after another, each linear in its groups."""
+    return partitions * groups * c.inproc_group_s
 
 
 def spark_seconds(c: Costs, partitions: int, groups: int, cores: int) -> float:
-    """The job's modelled time on ``cores`` executor cores."""
-    waves_map = math.ceil(partitions / cores)
-    waves_rewrite = math.ceil(partitions * groups / cores)
-    map_s = c.map_task_s * (groups if groups else 1)  # the map reads every group's keys
-    return (2 * c.job_overhead_s + waves_map * (map_s + c.task_overhead_s)
-            + waves_rewrite * (c.group_task_s + c.task_overhead_s) + partitions * c.driver_partition_s)
+    """The job's modelled time on ``cores`` executor cores (waves of ``cores`` tasks per stage)."""
+    map_waves = math.ceil(partitions / cores)
+    rewrite_waves = math.ceil(partitions * groups / cores)
+    return (2 * c.job_overhead_s + map_waves * (groups * c.map_group_s + c.task_overhead_s)
+            + rewrite_waves * (c.rewrite_group_s + c.task_overhead_s) + partitions * c.driver_partition_s)
 
 
-def _first(predicate: Any) -> int | None:
-    """The smallest n in [1, limit] with ``predicate(n)`` (assumed monotonic), by doubling then bisection."""
+def _first(predicate: Callable[[int], bool]) -> int | None:
+    """The smallest n >= 1 with ``predicate(n)`` (assumed monotonic): doubling, then bisection."""
     hi = 1
     while not predicate(hi):
         hi *= 2
@@ -85,15 +83,9 @@ def _first(predicate: Any) -> int | None:
 
 def crossover_partitions(c: Costs, groups: int, cores: int) -> int | None:
     """Fewest partitions (of ``groups`` groups each) for which the Spark job is modelled faster."""
-    return _first(lambda p: spark_seconds(c, p, groups, cores) < p * c.inproc_group_s * groups)
+    return _first(lambda p: spark_seconds(c, p, groups, cores) < inproc_seconds(c, p, groups))
 
 
 def crossover_groups(c: Costs, cores: int) -> int | None:
-    """Fewest groups in ONE partition for which the Spark job is modelled faster (a very large partition)."""
-    per_group_map = c.map_task_s
-    def faster(g: int) -> bool:
-        spark = (2 * c.job_overhead_s + per_group_map * g + c.task_overhead_s
-                 + math.ceil(g / cores) * (c.group_task_s + c.task_overhead_s) + c.driver_partition_s)
-        return spark < g * c.inproc_group_s
-
-    return _first(faster)
+    """Fewest groups in ONE partition (a very large one) for which the Spark job is modelled faster."""
+    return _first(lambda g: spark_seconds(c, 1, g, cores) < inproc_seconds(c, 1, g))

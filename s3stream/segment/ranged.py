@@ -19,11 +19,27 @@ Not thread-safe: the owner serializes access (pyarrow reads through it with ``pr
 from __future__ import annotations
 
 import io
+import threading
 from collections import OrderedDict
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from s3stream.errors import CorruptData
+
+_COUNTER_LOCK = threading.Lock()
+_POOL_LOCK = threading.Lock()
+_POOL: ThreadPoolExecutor | None = None
+_FETCH_THREADS = 8
+
+
+def _fetch_pool() -> ThreadPoolExecutor:
+    """One process-wide pool for concurrent read-ahead fetches (threads are created on demand)."""
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None:
+            _POOL = ThreadPoolExecutor(max_workers=_FETCH_THREADS, thread_name_prefix="s3stream-fetch")
+        return _POOL
 
 if TYPE_CHECKING:
     from _typeshed import WriteableBuffer
@@ -120,6 +136,22 @@ class RangedFile(io.RawIOBase):
         if end > start and not self.covers(start, end):
             self._insert(start, self.fetch(start, end))
 
+    def prefetch_many(self, spans: list[tuple[int, int]]) -> None:
+        """Make every span cached, fetching the missing ones concurrently (sequential read-ahead).
+
+        Object stores answer one request at a time with a first-byte latency of tens of milliseconds;
+        fetching the next few row groups at once keeps a sequential reader bandwidth-bound instead.
+        """
+        todo = [(max(0, a), min(self._size, b)) for a, b in spans]
+        todo = [(a, b) for a, b in todo if b > a and not self.covers(a, b)]
+        if len(todo) <= 1:
+            for a, b in todo:
+                self._insert(a, self.fetch(a, b))
+            return
+        results = list(_fetch_pool().map(lambda span: (span[0], self.fetch(*span)), todo))
+        for start, data in results:
+            self._insert(start, data)
+
     def clear(self) -> None:
         """Drop every cached extent."""
         self._extents.clear()
@@ -132,8 +164,9 @@ class RangedFile(io.RawIOBase):
         except BaseException as e:
             self.fetch_error = e
             raise
-        self.fetch_count += 1
-        self.fetched_bytes += len(data)
+        with _COUNTER_LOCK:
+            self.fetch_count += 1
+            self.fetched_bytes += len(data)
         if len(data) != end - start:
             err = CorruptData(f"fetch [{start}, {end}) returned {len(data)} bytes: object is not "
                               f"{self._size} bytes long", source=self._source)

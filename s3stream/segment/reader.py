@@ -42,6 +42,9 @@ _DECODE_ERRORS = (pa.ArrowException, OSError, ValueError, TypeError, KeyError, I
 _SIZE_COLUMNS = ("key", "value", "headers")
 _ALL_COLUMNS = tuple(RECORD_SCHEMA.names)
 
+#: sequential read-ahead window, in blocks (row groups are fetched concurrently within it)
+_WINDOW_BLOCKS = 4
+
 
 class SegmentReader:
     """Offset and timestamp reads of one immutable segment object through ranged fetches."""
@@ -54,7 +57,7 @@ class SegmentReader:
         self._block_bytes = block_bytes
         self._lock = threading.RLock()
         self._file = RangedFile(fetch, object_size, source=source, block_bytes=block_bytes,
-                                cache_bytes=max(4 * block_bytes, 2 * FOOTER_FETCH_BYTES))
+                                cache_bytes=max((_WINDOW_BLOCKS + 2) * block_bytes, 2 * FOOTER_FETCH_BYTES))
         self._pf: pq.ParquetFile | None = None
         self._footer: SegmentFooter | None = None
         self._last_offsets: list[int] = []
@@ -240,7 +243,7 @@ class SegmentReader:
         rows = nbytes = 0
         for i in range(g, len(groups)):
             span = _column_span(self._pf.metadata.row_group(i), columns)
-            if spans and (span[1] - spans[0][0] > self._block_bytes
+            if spans and (span[1] - spans[0][0] > _WINDOW_BLOCKS * self._block_bytes
                           or _satisfied(rows, nbytes, max_records, max_bytes)):
                 break
             spans.append(span)
@@ -252,8 +255,10 @@ class SegmentReader:
             else:
                 rows += info.num_rows
                 nbytes += info.size_bytes
-        for start, end in _coalesce(spans):
-            self._file.prefetch(start, end)
+        # groups already cached are skipped (a sequential reader fetches each byte once); the rest of the
+        # read-ahead window is fetched concurrently, one request per contiguous run of row groups
+        missing = [sp for sp in spans if not self._file.covers(*sp)]
+        self._file.prefetch_many(_coalesce(missing, limit=self._block_bytes))
 
     def _read_group(self, g: int, columns: Sequence[str]) -> pa.Table:
         assert self._pf is not None
@@ -312,10 +317,11 @@ def _column_span(rg: pq.RowGroupMetaData, columns: Sequence[str]) -> tuple[int, 
     return min(starts), max(ends)
 
 
-def _coalesce(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+def _coalesce(spans: list[tuple[int, int]], *, limit: int | None = None) -> list[tuple[int, int]]:
+    """Merge touching spans (never splitting one, so a row group stays in one cached extent), up to ``limit``."""
     out: list[tuple[int, int]] = []
     for start, end in spans:
-        if out and start <= out[-1][1]:
+        if out and start <= out[-1][1] and (limit is None or max(out[-1][1], end) - out[-1][0] <= limit):
             out[-1] = (out[-1][0], max(out[-1][1], end))
         else:
             out.append((start, end))

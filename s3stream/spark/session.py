@@ -34,7 +34,6 @@ DEFAULT_CONF: Mapping[str, str] = {
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.shuffle.partitions": "4",
-    "spark.default.parallelism": "4",
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.python.filterPushdown.enabled": "true",
     "spark.driver.bindAddress": "127.0.0.1",

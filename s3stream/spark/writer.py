@@ -8,8 +8,9 @@ Protocol (``df.write.format("s3stream")`` and ``df.writeStream.format("s3stream"
 2. **commit** (driver side, once every task succeeded): :func:`publish` opens a Store (a producer
    process: it has a node and WAL namespace like any other) and, per written partition in a fixed order
    (topic, partition), calls ``PartitionLog.publish_segments``. That **claims the partition as its writer**
-   (a process currently appending to it is fenced, exactly as when another producer takes over; its
-   acknowledged records are sealed first, none is lost), then adds the staged objects in task order at the
+   (a process currently appending to it is fenced, exactly as when another producer takes over: what it
+   flushed to object storage is sealed first; what it acknowledged with ``ack=wal`` but had not flushed is
+   lost, as in any takeover), then adds the staged objects in task order at the
    next offsets in ONE manifest commit. Offsets are therefore consecutive per partition and in the
    DataFrame's order within each task. Partitions are committed one after another: a failure part-way
    leaves the earlier partitions published (like a non-transactional Kafka producer).
