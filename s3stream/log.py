@@ -45,7 +45,7 @@ from s3stream.manifest.intents import add_segment, advance_log_start
 from s3stream.manifest.model import Epoch, FrozenMap, Manifest, SegmentRef, WalCursor
 from s3stream.manifest.versioned import ManifestStore, manifest_store, writer_fence
 from s3stream.readpath import LogView, MemBatch, read_table
-from s3stream.records import AppendResult, Record, SegmentInfo, batch_from_records, records_from_batch
+from s3stream.records import AppendResult, PreparedColumns, Record, SegmentInfo, prepare_columns, records_from_batch
 from s3stream.roll import ActiveStats, should_roll
 from s3stream.sealing import write_segment
 from s3stream.uploader import BufferedAppend
@@ -193,7 +193,7 @@ class PartitionLog:
             raise InvalidRecord("append needs at least one record")
         cfg = self._config()
         now = self._rt.clock.now_ms()
-        timestamps, nbytes = _validate(recs, cfg, now)
+        cols, max_ts, nbytes = _validate(recs, cfg, now)
         node = self._rt.node_runtime()
         node.uploader.wait_for_room(nbytes)
         ack_s3 = self._rt.settings.ack == "s3"
@@ -201,11 +201,10 @@ class PartitionLog:
             w = self._ensure_writer(node)
             base = w.leo
             last = base + len(recs) - 1
-            max_ts = max(timestamps)
             roll = should_roll(w.active.stats(), incoming_bytes=nbytes, incoming_max_ts=max_ts,
                                incoming_last_offset=last, now_ms=now, segment_bytes=cfg.segment_bytes,
                                max_segment_ms=cfg.max_segment_ms)
-            batch = batch_from_records(recs, base, timestamps)
+            batch = cols.batch(base)
             wal_future, s3_future = self._write_ahead(node, batch, nbytes, roll=roll, ack_s3=ack_s3)
             if roll:
                 self._roll_locked(w, cfg, now)
@@ -659,32 +658,41 @@ def _check_offset(offset: int, view: LogView) -> None:
             offset=offset, log_start_offset=view.log_start_offset, log_end_offset=view.log_end_offset)
 
 
-def _validate(recs: Sequence[Record], cfg: TopicConfig, now: int) -> tuple[list[int], int]:
-    """Resolve timestamps and check every record; returns (timestamps, logical bytes). Raises on bad input."""
-    total = _BATCH_OVERHEAD_BYTES
-    timestamps: list[int] = []
-    log_append = cfg.message_timestamp_type == "LogAppendTime"
+def _validate(recs: Sequence[Record], cfg: TopicConfig, now: int) -> tuple[PreparedColumns, int, int]:
+    """Check every record and build its columns; returns (columns, max timestamp, logical bytes).
+
+    Raises InvalidRecord / RecordTooLarge naming the first offending record; nothing is appended then.
+    """
     for i, r in enumerate(recs):
-        if not isinstance(r, Record):
+        if type(r) is not Record and not isinstance(r, Record):
             raise InvalidRecord(f"record {i} is a {type(r).__name__}, not an s3stream.Record")
-        if cfg.compact and r.key is None:
-            raise InvalidRecord(f"record {i} has a null key; compacted topics require a key on every record")
-        size = r.size_bytes
-        if size > cfg.max_message_bytes:
-            raise RecordTooLarge(f"record {i} is {size} bytes, larger than max.message.bytes="
-                                 f"{cfg.max_message_bytes}")
-        total += size
-        ts = now if log_append or r.timestamp is None else r.timestamp
-        if ts < 0:
-            raise InvalidRecord(f"record {i} has a negative timestamp {ts}")
-        if not log_append and (now - ts > cfg.message_timestamp_before_max_ms
-                               or ts - now > cfg.message_timestamp_after_max_ms):
-            raise InvalidRecord(f"record {i} timestamp {ts} is outside the accepted range around {now} "
-                                "(message.timestamp.before.max.ms / message.timestamp.after.max.ms)")
-        timestamps.append(ts)
-    if total > cfg.max_message_bytes:
-        raise RecordTooLarge(f"the batch is {total} bytes, larger than max.message.bytes={cfg.max_message_bytes}")
-    return timestamps, total - _BATCH_OVERHEAD_BYTES
+    if cfg.compact:
+        for i, r in enumerate(recs):
+            if r.key is None:
+                raise InvalidRecord(f"record {i} has a null key; compacted topics require a key on every record")
+    log_append = cfg.message_timestamp_type == "LogAppendTime"
+    raw = [r.timestamp for r in recs]
+    timestamps = [now] * len(recs) if log_append else [now if t is None else t for t in raw]
+    low, high = min(timestamps), max(timestamps)
+    if low < 0 or (not log_append and (now - low > cfg.message_timestamp_before_max_ms
+                                       or high - now > cfg.message_timestamp_after_max_ms)):
+        for i, ts in enumerate(timestamps):
+            if ts < 0:
+                raise InvalidRecord(f"record {i} has a negative timestamp {ts}")
+            if now - ts > cfg.message_timestamp_before_max_ms or ts - now > cfg.message_timestamp_after_max_ms:
+                raise InvalidRecord(f"record {i} timestamp {ts} is outside the accepted range around {now} "
+                                    "(message.timestamp.before.max.ms / message.timestamp.after.max.ms)")
+    cols = prepare_columns(recs, timestamps)
+    largest = int(pc.max(cols.sizes).as_py())
+    if largest > cfg.max_message_bytes:
+        i = int(pc.index(pc.greater(cols.sizes, cfg.max_message_bytes), True).as_py())
+        raise RecordTooLarge(f"record {i} is {recs[i].size_bytes} bytes, larger than max.message.bytes="
+                             f"{cfg.max_message_bytes}")
+    nbytes = int(pc.sum(cols.sizes).as_py())
+    if nbytes + _BATCH_OVERHEAD_BYTES > cfg.max_message_bytes:
+        raise RecordTooLarge(f"the batch is {nbytes + _BATCH_OVERHEAD_BYTES} bytes, larger than "
+                             f"max.message.bytes={cfg.max_message_bytes}")
+    return cols, high, nbytes
 
 
 def _split_unsealed(chunks: Sequence[ChunkRef], rolls: Sequence[int], next_offset: int, now_ms: int,

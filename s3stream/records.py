@@ -29,11 +29,13 @@ __all__ = [
     "HEADER_TYPE",
     "RECORD_SCHEMA",
     "AppendResult",
+    "PreparedColumns",
     "Record",
     "SegmentInfo",
     "batch_from_records",
     "batch_nbytes",
     "concat",
+    "prepare_columns",
     "records_from_batch",
 ]
 
@@ -129,6 +131,40 @@ def batch_from_records(records: Sequence[Record], base_offset: int, timestamps: 
         headers = pa.nulls(n, type=HEADER_TYPE)
     horizon = pa.nulls(n, type=pa.int64())
     return pa.RecordBatch.from_arrays([offsets, ts, keys, values, headers, horizon], schema=RECORD_SCHEMA)
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedColumns:
+    """The columns of an append, built before its offsets are known (outside the partition lock)."""
+
+    keys: pa.Array
+    values: pa.Array
+    timestamps: pa.Array
+    headers: pa.Array
+    sizes: pa.Array          # Record.size_bytes of every record
+    num_rows: int
+
+    def batch(self, base_offset: int) -> pa.RecordBatch:
+        offsets = pa.array(range(base_offset, base_offset + self.num_rows), type=pa.int64())
+        horizon = pa.nulls(self.num_rows, type=pa.int64())
+        return pa.RecordBatch.from_arrays([offsets, self.timestamps, self.keys, self.values, self.headers, horizon],
+                                          schema=RECORD_SCHEMA)
+
+
+def prepare_columns(records: Sequence[Record], timestamps: Sequence[int] | pa.Array) -> PreparedColumns:
+    """Arrow columns and per-record sizes of ``records`` (C-level constructors, one pass per column)."""
+    n = len(records)
+    keys = pa.array([r.key for r in records], type=pa.binary())
+    values = pa.array([r.value for r in records], type=pa.binary())
+    sizes = pc.add(pc.add(pc.fill_null(pc.binary_length(keys), 0), pc.fill_null(pc.binary_length(values), 0)), 21)
+    if any(r.headers for r in records):
+        headers = pa.array([[{"key": k, "value": v} for k, v in r.headers] for r in records], type=HEADER_TYPE)
+        extra = pa.array([sum(len(k.encode()) + len(v) + 8 for k, v in r.headers) for r in records], type=pa.int32())
+        sizes = pc.add(sizes, extra)
+    else:
+        headers = pa.nulls(n, type=HEADER_TYPE)
+    ts = timestamps if isinstance(timestamps, pa.Array) else pa.array(timestamps, type=pa.int64())
+    return PreparedColumns(keys, values, ts, headers, sizes, n)
 
 
 def records_from_batch(batch: pa.RecordBatch | pa.Table) -> list[Record]:

@@ -34,7 +34,7 @@ class S3StreamDataSource(DataSource):
         return "s3stream"
 
     def schema(self) -> str:
-        value = str(self.options.get("includeHeaders", self.options.get("includeheaders", "true")))
+        value = str(self.options.get("includeHeaders", "true"))  # Spark's options are case-insensitive
         return spark_ddl(include_headers=value.strip().lower() != "false")
 
     def reader(self, schema: StructType) -> DataSourceReader:
