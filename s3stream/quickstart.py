@@ -12,7 +12,8 @@ the store broke a promise).
 
 Default steps: create a 3-partition topic with ``segment.bytes=64 KiB``; produce N keyed records
 (Kafka's partitioner) with a progress bar; consume everything back and verify count and order per
-partition; force a roll; show the objects by kind, one partition's manifest, and the requests made.
+partition; force a roll; DeleteRecords plus a retention pass; a compacted topic cleaned by the cleaner;
+show the objects by kind, one partition's manifest, and the requests made.
 """
 
 from __future__ import annotations
@@ -160,12 +161,60 @@ def roll(ctx: QuickstartContext) -> None:
     ctx.console.print(f"rolled: segments per partition (incl. the empty active one) {segs}")
 
 
+def retention(ctx: QuickstartContext) -> None:
+    """DeleteRecords on partition 0, then one retention pass: whole segments below the new start go."""
+    log = ctx.store.partition(ctx.topic, 0)
+    before = len([s for s in log.segments() if s.sealed])
+    target = log.log_end_offset // 2
+    log.delete_records(target)
+    report = ctx.store.run_retention()
+    after = len([s for s in log.segments() if s.sealed])
+    ctx.notes["retention"] = report
+    ctx.console.print(f"delete_records({target}) on partition 0, then a retention pass: {report.segments_deleted} "
+                      f"segments dropped ({before} -> {after} sealed), log start offset {log.log_start_offset}; "
+                      "their objects are deleted by GC after file.delete.delay.ms")
+
+
+def compact(ctx: QuickstartContext) -> None:
+    """A compacted topic: many updates per key, then one cleaner pass keeps the latest value of each key."""
+    topic = f"{ctx.topic}-compacted"
+    config = {"cleanup.policy": "compact", "segment.bytes": str(SEGMENT_BYTES), "min.cleanable.dirty.ratio": "0.01"}
+    ctx.store.create_topic(topic, partitions=1, config=config)
+    log = ctx.store.partition(topic, 0)
+    n = min(ctx.records, 10_000)
+    latest: dict[bytes, bytes] = {}
+    batch: list[Record] = []
+    for _, record in _records(n):
+        assert record.key is not None
+        assert record.value is not None
+        latest[record.key] = record.value
+        batch.append(record)
+        if len(batch) >= _APPEND_BATCH:
+            log.append(batch)
+            batch = []
+    if batch:
+        log.append(batch)
+    log.roll()
+    report = ctx.store.run_cleaner()
+    cleaned = report.cleaned
+    if cleaned is None or cleaned.aborted:
+        raise InternalError("quickstart: the cleaner did not clean the compacted topic")
+    survivors = {r.key: r.value for r in log.read(0, max_bytes=64 << 20)}
+    if survivors != latest:
+        raise InternalError("quickstart: after compaction the log does not hold exactly the latest value per key")
+    ctx.notes["compaction"] = cleaned
+    ctx.console.print(f"compacted {topic}: {cleaned.records_read:,} records -> {cleaned.records_kept:,} "
+                      f"(one per key; offsets unchanged, log end still {log.log_end_offset:,})")
+
+
 def _kind(key: str) -> str:
     parts = key.split("/")
     if parts[0] == "wal":
         return "WAL objects"
     if parts[0] == "topics":
         return "topic documents"
+    if parts[0] == "catalog":
+        return "topic index"
     if parts[0] == "logs" and len(parts) > 3:
         return {"segments": "segments", "manifest": "manifests"}.get(parts[3], "other")
     return "other"
@@ -227,6 +276,8 @@ DEFAULT_STEPS: list[Step] = [
     Step("produce keyed records", produce),
     Step("consume and verify", consume_and_verify),
     Step("force a roll", roll),
+    Step("retention: DeleteRecords and a retention pass", retention),
+    Step("compaction: keep the latest value per key", compact),
     Step("objects in the bucket", show_objects),
     Step("a partition manifest", show_manifest),
     Step("requests made", show_requests),
