@@ -5,7 +5,8 @@ when one of the Spark-facing names below is used. Modules:
 
 * pure, no pyspark: ``options`` (option parsing), ``schema`` (output schema), ``planning`` (snapshot ->
   read tasks), ``snapshot`` (read-only manifest snapshots), ``segio``/``tasks`` (executor reads),
-  ``positions`` (start/end offsets), ``staging`` (executor writes), ``compaction`` (job tasks);
+  ``positions`` (start/end offsets), ``staging`` (executor writes), ``publish`` (the driver's commit
+  of a write), ``compaction`` (the compaction job's tasks);
 * Spark-facing: ``source`` (the DataSource), ``batch``, ``stream``, ``pushdown``, ``writer``,
   ``jobs`` (compact, export, backfill), ``session`` (local session factory, registration).
 

@@ -51,9 +51,12 @@ def test_quickstart_on_a_given_store_with_an_extra_step(cli: Cli) -> None:
     assert seen == ["quickstart"] and again.topic.startswith("quickstart-")  # the topic existed: a new name
     assert sum(len(v) for v in ctx.produced.values()) == 500
     objects = ctx.notes["objects"]
-    assert objects["segments"][0] >= 3 and objects["manifests"][0] >= 3 and objects["topic documents"][0] == 1
+    assert objects["segments"][0] >= 3 and objects["manifests"][0] >= 3 and objects["topic documents"][0] == 2
     assert ctx.notes["segments_p0"] >= 1 and ctx.notes["requests"]["PUT"] > 0
-    assert sorted(cli.ok("topic", "list").stdout.split()) == sorted(["quickstart", again.topic])
+    assert sorted(cli.ok("topic", "list").stdout.split()) == sorted(
+        ["quickstart", "quickstart-compacted", again.topic, f"{again.topic}-compacted"])
+    assert ctx.notes["compaction"].records_kept < ctx.notes["compaction"].records_read
+    assert ctx.notes["retention"].segments_deleted >= 1
 
 
 def test_quickstart_failure_is_reported(cli: Cli) -> None:
