@@ -55,7 +55,7 @@ def test_quickstart_on_a_given_store_with_an_extra_step(cli: Cli) -> None:
     assert ctx.notes["segments_p0"] >= 1 and ctx.notes["requests"]["PUT"] > 0
     assert sorted(cli.ok("topic", "list").stdout.split()) == sorted(
         ["quickstart", "quickstart-compacted", again.topic, f"{again.topic}-compacted"])
-    assert ctx.notes["compaction"].records_kept < ctx.notes["compaction"].records_read
+    assert ctx.notes["compaction"].records_kept == 500  # 500 records of 997 keys: no duplicate to drop
     assert ctx.notes["retention"].segments_deleted >= 1
 
 
