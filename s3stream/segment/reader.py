@@ -42,8 +42,10 @@ _DECODE_ERRORS = (pa.ArrowException, OSError, ValueError, TypeError, KeyError, I
 _SIZE_COLUMNS = ("key", "value", "headers")
 _ALL_COLUMNS = tuple(RECORD_SCHEMA.names)
 
-#: sequential read-ahead window, in blocks (row groups are fetched concurrently within it)
-_WINDOW_BLOCKS = 4
+#: sequential read-ahead window, in blocks; within it adjacent row groups are merged into GETs of up to
+#: _GET_BLOCKS blocks (per-request overhead dominates small GETs) that are fetched concurrently
+_WINDOW_BLOCKS = 8
+_GET_BLOCKS = 4
 
 
 class SegmentReader:
@@ -258,7 +260,7 @@ class SegmentReader:
         # groups already cached are skipped (a sequential reader fetches each byte once); the rest of the
         # read-ahead window is fetched concurrently, one request per contiguous run of row groups
         missing = [sp for sp in spans if not self._file.covers(*sp)]
-        self._file.prefetch_many(_coalesce(missing, limit=self._block_bytes))
+        self._file.prefetch_many(_coalesce(missing, limit=_GET_BLOCKS * self._block_bytes))
 
     def _read_group(self, g: int, columns: Sequence[str]) -> pa.Table:
         assert self._pf is not None

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import itertools
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +19,8 @@ import s3stream
 from s3stream import Record
 from s3stream.clock import Clock
 from s3stream.objectstore.memory import MemoryObjectStore
-from s3stream.objectstore.protocol import ByteRange, ListEntry, ObjectMeta, ObjectStore
+from s3stream.objectstore.protocol import ObjectMeta, ObjectStore
+from s3stream.testing.forwarding import ForwardingObjectStore
 
 T0 = 1_700_000_000_000
 DAY = 86_400_000
@@ -121,7 +122,7 @@ def cleaned(report: Any) -> Any:
     return report.cleaned
 
 
-class HookStore:
+class HookStore(ForwardingObjectStore):
     """An ObjectStore wrapper that runs a competing action right before the next matching PUT.
 
     ``arm(action, when)``: the first PUT whose key satisfies ``when`` (by default: a manifest PUT that
@@ -137,10 +138,6 @@ class HookStore:
         self._lock = threading.Lock()
         self.fired = 0
         self.puts: list[str] = []
-
-    @property
-    def url(self) -> str:
-        return self.inner.url
 
     def arm(self, action: Callable[[], None], when: Callable[[str], bool] | None = None) -> None:
         with self._lock:
@@ -165,20 +162,6 @@ class HookStore:
             action()
         return self.inner.put(key, data, if_none_match=if_none_match, if_match=if_match)
 
-    def get(self, key: str, byte_range: ByteRange | None = None) -> bytes:
-        return self.inner.get(key, byte_range)
-
-    def head(self, key: str) -> ObjectMeta:
-        return self.inner.head(key)
-
-    def list(self, prefix: str, *, start_after: str | None = None) -> Iterator[ListEntry]:
-        return self.inner.list(prefix, start_after=start_after)
-
-    def delete(self, key: str) -> None:
-        self.inner.delete(key)
-
-    def close(self) -> None:
-        self.inner.close()
 
 
 __all__ = ["COMPACT", "DAY", "T0", "HookStore", "cleaned", "fold", "horizons", "kv", "open_at", "put_segment",

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import s3stream
 from s3stream import ManualClock, Record
 from s3stream.crashpoints import SimulatedCrash
-from s3stream.objectstore.protocol import ByteRange, ListEntry, ObjectMeta, ObjectStore
+from s3stream.objectstore.protocol import ObjectMeta, ObjectStore
+from s3stream.testing.forwarding import ForwardingObjectStore
 
 T0 = 1_700_000_000_000
 
@@ -69,7 +69,7 @@ def abandon(store: s3stream.Store) -> None:
     rt._closed = True
 
 
-class CountingStore:
+class CountingStore(ForwardingObjectStore):
     """An ObjectStore wrapper counting PUTs by key prefix; ``stall`` blocks PUTs until released."""
 
     def __init__(self, inner: ObjectStore) -> None:
@@ -79,10 +79,6 @@ class CountingStore:
         self.gate = threading.Event()
         self.gate.set()
         self.blocked = threading.Event()
-
-    @property
-    def url(self) -> str:
-        return self.inner.url
 
     def stall(self) -> None:
         self.gate.clear()
@@ -103,20 +99,6 @@ class CountingStore:
             self.puts.append(key)
         return self.inner.put(key, data, if_none_match=if_none_match, if_match=if_match)
 
-    def get(self, key: str, byte_range: ByteRange | None = None) -> bytes:
-        return self.inner.get(key, byte_range)
-
-    def head(self, key: str) -> ObjectMeta:
-        return self.inner.head(key)
-
-    def list(self, prefix: str, *, start_after: str | None = None) -> Iterator[ListEntry]:
-        return self.inner.list(prefix, start_after=start_after)
-
-    def delete(self, key: str) -> None:
-        self.inner.delete(key)
-
-    def close(self) -> None:
-        self.inner.close()
 
 
 __all__ = ["T0", "CountingStore", "abandon", "open_mem", "read_all", "recs", "values"]

@@ -8,13 +8,14 @@ group given to :func:`shape` becomes one segment, and the last group stays the a
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import s3stream
 from s3stream import ManualClock, Record
-from s3stream.objectstore.protocol import ByteRange, ListEntry, ObjectMeta, ObjectStore
+from s3stream.objectstore.protocol import ObjectMeta, ObjectStore
+from s3stream.testing.forwarding import ForwardingObjectStore
 
 T0 = 1_700_000_000_000
 HOUR = 3_600_000
@@ -86,7 +87,7 @@ def manifest_puts(keys: Sequence[str]) -> list[str]:
     return [k for k in keys if "/manifest/" in k]
 
 
-class HookedStore:
+class HookedStore(ForwardingObjectStore):
     """An ObjectStore wrapper that records PUT keys and can run ``hook`` once, right before a PUT.
 
     ``arm(predicate, hook)``: the first PUT whose ``(key, thread name)`` satisfies ``predicate`` first
@@ -99,10 +100,6 @@ class HookedStore:
         self._lock = threading.Lock()
         self._armed: tuple[Callable[[str, str], bool], Callable[[], object]] | None = None
         self.fired = 0
-
-    @property
-    def url(self) -> str:
-        return self.inner.url
 
     def arm(self, predicate: Callable[[str, str], bool], hook: Callable[[], object]) -> None:
         with self._lock:
@@ -123,17 +120,3 @@ class HookedStore:
             self.puts.append(key)
         return self.inner.put(key, data, if_none_match=if_none_match, if_match=if_match)
 
-    def get(self, key: str, byte_range: ByteRange | None = None) -> bytes:
-        return self.inner.get(key, byte_range)
-
-    def head(self, key: str) -> ObjectMeta:
-        return self.inner.head(key)
-
-    def list(self, prefix: str, *, start_after: str | None = None) -> Iterator[ListEntry]:
-        return self.inner.list(prefix, start_after=start_after)
-
-    def delete(self, key: str) -> None:
-        self.inner.delete(key)
-
-    def close(self) -> None:
-        self.inner.close()

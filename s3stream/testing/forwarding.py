@@ -1,0 +1,39 @@
+"""A pass-through ObjectStore: the base of test wrappers that intercept one verb and forward the rest."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from s3stream.objectstore.protocol import ByteRange, ListEntry, ObjectMeta, ObjectStore
+
+__all__ = ["ForwardingObjectStore"]
+
+
+class ForwardingObjectStore:
+    """Forwards every verb to ``inner``; subclasses override the verbs they want to observe or change."""
+
+    def __init__(self, inner: ObjectStore) -> None:
+        self.inner = inner
+
+    @property
+    def url(self) -> str:
+        return self.inner.url
+
+    def put(self, key: str, data: bytes | bytearray | memoryview, *, if_none_match: bool = False,
+            if_match: str | None = None) -> ObjectMeta:
+        return self.inner.put(key, data, if_none_match=if_none_match, if_match=if_match)
+
+    def get(self, key: str, byte_range: ByteRange | None = None) -> bytes:
+        return self.inner.get(key, byte_range)
+
+    def head(self, key: str) -> ObjectMeta:
+        return self.inner.head(key)
+
+    def list(self, prefix: str, *, start_after: str | None = None) -> Iterator[ListEntry]:
+        return self.inner.list(prefix, start_after=start_after)
+
+    def delete(self, key: str) -> None:
+        self.inner.delete(key)
+
+    def close(self) -> None:
+        self.inner.close()
