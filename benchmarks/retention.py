@@ -303,11 +303,11 @@ def _notes(result: dict[str, Any]) -> list[str]:
             line += (f"; {p['requests']['get_misses']} GETs were 404s that the latency model does not charge "
                      f"(about {p['uncharged_get_miss_latency_p50_s']} s more at the p50 GET latency)")
         out.append(line + ".")
-    out += ["- LIST `topic_document`: every pass lists `topics/` to discover topics. LIST `manifest`: a fresh "
-            "process finds each partition's latest manifest version with one LIST, then probes with GET.",
-            "- The 404s are probes for a next manifest or topic-document version (the commit protocol's "
-            "\"is there a newer version?\"). s3stream/testing/latency.py sleeps only after a successful GET, "
-            "so their round trips are missing from the wall times (S3 charges a 404 its full latency).",
+    out += ["- Topics are found through the topic index (a probe, no LIST); LIST `manifest`: a fresh process finds "
+            "each partition's latest manifest version with one LIST, then probes with GET; LIST `other` is the "
+            "fresh process's first look at the topic index.",
+            "- Most GETs of a steady pass are 404 probes for a next manifest, topic-document or topic-index "
+            "version (the commit protocol's \"is there a newer version?\"); the latency model charges them.",
             "- Partitions are visited one after another, so the wall time is about the sum of the request "
             "latencies of all partitions."]
     return out
