@@ -29,7 +29,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -44,7 +43,7 @@ from typing import TYPE_CHECKING
 from s3stream.clock import Clock, SystemClock
 from s3stream.errors import StoreAccessError
 from s3stream.objectstore.url import parse_store_url
-from s3stream.testing.servers import free_ports
+from s3stream.testing.servers import free_ports, stop_process_group
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -371,21 +370,10 @@ def _spawn(cmd: list[str], log_path: Path) -> subprocess.Popen[bytes]:
 
 
 def _terminate(proc: subprocess.Popen[bytes], grace_s: float) -> None:
-    """SIGTERM the child's process group, wait, SIGKILL it if it lingers; always reap the child.
-
-    A child already reaped is left alone: its pid (and group id) may belong to another process now.
-    Until we reap it, an exited child stays a zombie holding its pid, so signalling it is safe.
-    """
+    """Stop the child's process group unless the child was already reaped (its pid may be reused then)."""
     if proc.poll() is not None:
         return
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=grace_s)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=grace_s)
+    stop_process_group(proc, grace_s)
 
 
 def _remove_weed_sockets(ports: _Ports) -> None:

@@ -38,6 +38,7 @@ __all__ = [
     "moto_server",
     "reset_moto",
     "seaweedfs_server",
+    "stop_process_group",
     "test_credentials_env",
 ]
 
@@ -175,7 +176,7 @@ def seaweedfs_server(tmpdir: str | Path, *, startup_timeout_s: float = 60.0,
         _wait_until_ready(proc, endpoint, log_path, startup_timeout_s, clock)
         yield endpoint
     finally:
-        _stop_process_group(proc)
+        stop_process_group(proc)
         _remove_grpc_sockets(ports)
 
 
@@ -211,7 +212,7 @@ def _wait_until_ready(proc: subprocess.Popen[bytes], endpoint: str, log_path: Pa
         client.close()
 
 
-def _stop_process_group(proc: subprocess.Popen[bytes], grace_s: float = 15.0) -> None:
+def stop_process_group(proc: subprocess.Popen[bytes], grace_s: float = 15.0) -> None:
     """SIGTERM the whole process group, wait, SIGKILL it if it lingers; always reap the child."""
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGTERM)
