@@ -37,11 +37,8 @@ import argparse
 import cProfile
 import dataclasses
 import io
-import json
 import pstats
-import shutil
 import sys
-import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -54,6 +51,7 @@ import pyarrow.parquet as pq
 import s3stream
 from benchmarks.compaction_baseline import BaselineSegment, compact_segments
 from benchmarks.measure import CpuMeter, PeakRss, current_rss_bytes, machine_info, versions
+from benchmarks.scratch import RESULTS_DIR, run_in_scratch, write_pair
 from s3stream import layout
 from s3stream.clock import ManualClock
 from s3stream.ids import IdSource
@@ -70,7 +68,6 @@ T0 = 1_700_000_000_000
 KEY_BYTES = 10
 RECORD_OVERHEAD = 21
 TOPIC = "compaction-bench"
-RESULTS_DIR = Path(__file__).resolve().parent / "results"
 TARGET_VS_RAW = 0.5
 TARGET_VS_BASELINE = 10.0
 
@@ -332,11 +329,7 @@ Correctness: {'every key kept exactly its latest record at its offset; log range
 
 
 def write_results(result: dict[str, Any], out_dir: Path) -> Path:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / f"compaction-{result['slug']}.json"
-    path.write_text(json.dumps(result, indent=2, default=str) + "\n")
-    path.with_suffix(".md").write_text(render_markdown(result))
-    return path
+    return write_pair(result, out_dir, f"compaction-{result['slug']}", render_markdown(result))
 
 
 # ----------------------------------------------------------------------------------------------- run
@@ -432,14 +425,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--work-dir", type=Path, default=None, help="scratch parent directory (default: system temp)")
     args = p.parse_args(argv)
     cfg = _config(args)
-    work = Path(tempfile.mkdtemp(prefix="s3stream-compaction-", dir=args.work_dir))
-    try:
-        result = run(cfg, work)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    path = write_results(result, args.out_dir)
-    print(path.with_suffix(".md").read_text())
-    print(f"results: {path} and {path.with_suffix('.md')}")
+    result = run_in_scratch(lambda work: run(cfg, work), prefix="s3stream-compaction-", work_dir=args.work_dir,
+                            write=lambda r: write_results(r, args.out_dir))
     if result["problems"]:
         return 2
     return 0 if result["passed"] else 1

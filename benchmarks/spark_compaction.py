@@ -25,7 +25,6 @@ in-process cleaner. Timing uses ``time.perf_counter`` (a measurement; the stores
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import statistics
 import sys
@@ -40,6 +39,7 @@ import pyarrow as pa
 
 import s3stream
 from benchmarks.measure import machine_info, versions
+from benchmarks.scratch import RESULTS_DIR, run_in_scratch, write_pair
 from benchmarks.spark_model import Costs, crossover_groups, crossover_partitions, inproc_seconds, spark_seconds
 from s3stream import layout
 from s3stream.clock import ManualClock
@@ -55,7 +55,6 @@ MiB = 1 << 20
 T0 = 1_700_000_000_000
 NOW = T0 + 86_400_000
 TOPIC = "spark-compaction-bench"
-RESULTS_DIR = Path(__file__).resolve().parent / "results"
 CORES = (2, 4, 8, 16, 32, 64, 128)
 
 
@@ -318,11 +317,7 @@ against S3 every per-group cost grows by the GET/PUT latency, which favours Spar
 
 
 def write_results(result: dict[str, Any], out_dir: Path) -> Path:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / f"spark-compaction-{result['slug']}.json"
-    path.write_text(json.dumps(result, indent=2, default=str) + "\n")
-    path.with_suffix(".md").write_text(render_markdown(result))
-    return path
+    return write_pair(result, out_dir, f"spark-compaction-{result['slug']}", render_markdown(result))
 
 
 def _config(args: argparse.Namespace) -> SparkBenchConfig:
@@ -349,14 +344,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--work-dir", type=Path, default=None, help="scratch parent directory (default: system temp)")
     args = p.parse_args(argv)
     cfg = _config(args)
-    work = Path(tempfile.mkdtemp(prefix="s3stream-spark-bench-", dir=args.work_dir))
-    try:
-        result = run(cfg, work)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    path = write_results(result, args.out_dir)
-    print(path.with_suffix(".md").read_text())
-    print(f"results: {path} and {path.with_suffix('.md')}")
+    result = run_in_scratch(lambda work: run(cfg, work), prefix="s3stream-spark-bench-", work_dir=args.work_dir,
+                            write=lambda r: write_results(r, args.out_dir))
     return 0 if result["identical"] else 2
 
 

@@ -21,6 +21,7 @@ from s3stream.clock import Clock
 from s3stream.objectstore.memory import MemoryObjectStore
 from s3stream.objectstore.protocol import ObjectMeta, ObjectStore
 from s3stream.testing.forwarding import ForwardingObjectStore
+from tests.engine.helpers import read_all
 
 T0 = 1_700_000_000_000
 DAY = 86_400_000
@@ -63,20 +64,6 @@ def put_segment(log: s3stream.PartitionLog, pairs: Sequence[tuple[str | None, st
             log.append([r])
     if roll:
         log.roll()
-
-
-def read_all(log: s3stream.PartitionLog, start: int | None = None) -> list[Record]:
-    """Every record from ``start`` (the log start by default) to the log end, via paged reads."""
-    pos = log.log_start_offset if start is None else start
-    out: list[Record] = []
-    while True:
-        got = log.read(pos, max_bytes=1 << 20)
-        if not got:
-            return out
-        out.extend(got)
-        last = got[-1].offset
-        assert last is not None
-        pos = last + 1
 
 
 def triples(records: Iterable[Record]) -> list[tuple[int | None, bytes | None, bytes | None]]:
