@@ -27,7 +27,7 @@ from cleaner.grouping import group_segments
 from cleaner.intents import HORIZON_ATTRIBUTE, set_attribute
 from cleaner.keep import KeepStats, retain
 from cleaner.offsetmap import OffsetMap, OffsetMapBuilder
-from cleaner.scan import read_ahead, segment_chunks, segment_keys
+from cleaner.scan import prefetched, read_ahead, segment_chunks, segment_keys
 from cleaner.selection import LogToClean
 from s3stream.config import TopicConfig
 from s3stream.errors import CommitConflict, Fenced, S3StreamError
@@ -44,6 +44,9 @@ if TYPE_CHECKING:
 __all__ = ["CleanResult", "build_offset_map", "clean_log"]
 
 log = logging.getLogger(__name__)
+
+#: Segments whose keys are read at once while the offset map is built (bounded waste if the map fills).
+_MAP_READERS = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,9 +87,9 @@ def build_offset_map(rt: Runtime, m: Manifest, plan: LogToClean, capacity: int) 
     dirty = [s for s in m.segments if s.base_offset < upper and s.end_offset > plan.first_dirty]
     builder = OffsetMapBuilder(start_offset=plan.first_dirty, capacity=capacity)
     read = 0
-    keys = ((seg, segment_keys(rt, seg, plan.first_dirty)) for seg in dirty)
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="s3stream-cleaner-map") as pool:
-        for seg, rows in read_ahead(pool, keys):
+    with ThreadPoolExecutor(max_workers=_MAP_READERS, thread_name_prefix="s3stream-cleaner-map") as pool:
+        for seg, rows in prefetched(pool, lambda s: segment_keys(rt, s, plan.first_dirty), dirty,
+                                    depth=_MAP_READERS):
             read += int(rows.nbytes)
             if not builder.add_segment(rows, next_base=min(upper, seg.end_offset)):
                 break

@@ -6,8 +6,9 @@ read, by ranged GETs of those column chunks (:func:`segment_keys`, through a
 would fill it with blocks nobody reads again). The rewrite needs every column, so
 :func:`segment_chunks` fetches each object with one GET, checks it against the size and CRC32C in the
 manifest, and decodes it from memory in chunks of whole row groups (about :data:`CHUNK_BYTES` of
-records), each checked against the footer's row-group index: a round holds one object and a few
-decoded chunks, never a whole decoded segment. Damaged bytes raise CorruptData naming the object.
+records, :data:`DECODERS` at once), each checked against the footer's row-group index: a round holds at
+most two objects (the next one's GET overlaps the current one's last decodes) and a few decoded chunks,
+never a whole decoded segment. Damaged bytes raise CorruptData naming the object.
 
 Offsets come out real: a segment staged with relative offsets (``SegmentRef.offset_delta``, Spark writes)
 stores ``0..n-1``; its footer must cover the manifest's range once shifted by the delta, and the delta is
@@ -16,13 +17,17 @@ stored offsets.
 
 :func:`read_ahead` overlaps I/O and decoding with the caller's work: while the caller processes item i,
 one worker thread produces item i+1 (pyarrow releases the GIL while decoding), so memory grows by one
-item at most.
+item at most; :func:`prefetched` runs a bounded number of independent reads ahead (the offset map's
+key columns).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+import itertools
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar, cast
 
 import crc32c
@@ -40,12 +45,16 @@ from s3stream.segment import RowGroupInfo, SegmentReader
 if TYPE_CHECKING:
     from s3stream.runtime import Runtime
 
-__all__ = ["CHUNK_BYTES", "read_ahead", "segment_chunks", "segment_keys", "segment_reader"]
+__all__ = ["CHUNK_BYTES", "prefetched", "read_ahead", "segment_chunks", "segment_keys", "segment_reader"]
 
 #: Logical bytes of records per chunk of the rewrite (whole row groups; at least one).
 CHUNK_BYTES = 8 << 20
+#: Chunks of one object decoded concurrently by the rewrite.
+DECODERS = 2
 
 T = TypeVar("T")
+A = TypeVar("A")
+_END = object()
 _DECODE_ERRORS = (pa.ArrowException, OSError, ValueError, TypeError, KeyError, IndexError, OverflowError,
                   EOFError, RuntimeError)
 
@@ -85,29 +94,67 @@ def _real_offsets(table: pa.Table, delta: int) -> pa.Table:
     return table.set_column(i, table.schema.field(i), pc.add(table.column(i), pa.scalar(delta, pa.int64())))
 
 
-def segment_chunks(rt: Runtime, segments: Sequence[SegmentRef], *, chunk_bytes: int = CHUNK_BYTES
-                   ) -> Iterator[pa.Table]:
+def segment_chunks(rt: Runtime, segments: Sequence[SegmentRef], *, chunk_bytes: int = CHUNK_BYTES,
+                   decoders: int = DECODERS) -> Iterator[pa.Table]:
     """Every record of ``segments`` in offset order, as tables of whole row groups of ~``chunk_bytes``.
 
     Each object is fetched with one GET and must match the size and CRC32C the manifest recorded, so
     the bytes decoded are exactly the bytes the writer produced; the footer is validated by the segment
     reader and every chunk is checked against the footer's row-group index.
+
+    ``decoders`` chunks of an object are decoded at once (pyarrow releases the GIL), and the next object
+    is fetched while the current one's last chunks decode: at most two objects and ``decoders`` decoded
+    chunks are held at any time.
     """
-    for seg in segments:
-        data = rt.objstore.get(seg.key)
-        if len(data) != seg.object_size or crc32c.crc32c(data) != seg.crc32c:
-            raise CorruptData("segment object does not match the size and CRC32C of the manifest", source=seg.key)
-        groups = _check_range(SegmentReader(_slicer(data), len(data), source=seg.key), seg)  # validated footer
-        try:
-            pf = pq.ParquetFile(pa.BufferReader(data), pre_buffer=False)
-            for first, last in _batches(groups, chunk_bytes):
-                table = pf.read_row_groups(list(range(first, last + 1)), use_threads=True)
-                yield _real_offsets(_checked(table, groups[first:last + 1], seg.key), seg.offset_delta)
-        except S3StreamError:
-            raise
-        except _DECODE_ERRORS as exc:
-            raise CorruptData(f"cannot decode segment: {exc}", source=seg.key) from exc
-        del pf, data  # before the next GET: at most one object in memory
+    if not segments:
+        return
+    with ThreadPoolExecutor(max_workers=decoders + 1, thread_name_prefix="s3stream-cleaner-decode") as pool:
+        loading: Future[_Loaded] = pool.submit(_load, rt, segments[0])
+        for i in range(len(segments)):
+            obj = loading.result()
+            spans = list(_batches(obj.groups, chunk_bytes))
+            fetch_next = i + 1 < len(segments)
+            if fetch_next and not spans:  # a segment cleaned down to nothing
+                loading = pool.submit(_load, rt, segments[i + 1])
+            window: deque[Future[pa.Table]] = deque()
+            for j, (first, last) in enumerate(spans):
+                if fetch_next and j == len(spans) - 1:
+                    loading = pool.submit(_load, rt, segments[i + 1])  # the next GET overlaps the last decodes
+                window.append(pool.submit(_decode, obj, first, last))
+                if len(window) >= decoders:
+                    yield window.popleft().result()
+            while window:
+                yield window.popleft().result()
+            del obj  # before the object after next is fetched: at most two objects in memory
+
+
+@dataclass(frozen=True, slots=True)
+class _Loaded:
+    """One fetched, CRC-checked segment object with its validated row-group index."""
+
+    seg: SegmentRef
+    data: bytes
+    groups: list[RowGroupInfo]
+
+
+def _load(rt: Runtime, seg: SegmentRef) -> _Loaded:
+    data = rt.objstore.get(seg.key)
+    if len(data) != seg.object_size or crc32c.crc32c(data) != seg.crc32c:
+        raise CorruptData("segment object does not match the size and CRC32C of the manifest", source=seg.key)
+    groups = _check_range(SegmentReader(_slicer(data), len(data), source=seg.key), seg)  # validated footer
+    return _Loaded(seg, data, groups)
+
+
+def _decode(obj: _Loaded, first: int, last: int) -> pa.Table:
+    """Row groups ``first..last`` of ``obj`` decoded and checked (a ParquetFile per call: thread-safe)."""
+    try:
+        pf = pq.ParquetFile(pa.BufferReader(obj.data), pre_buffer=False)
+        table = pf.read_row_groups(list(range(first, last + 1)), use_threads=False)
+    except S3StreamError:
+        raise
+    except _DECODE_ERRORS as exc:
+        raise CorruptData(f"cannot decode segment: {exc}", source=obj.seg.key) from exc
+    return _real_offsets(_checked(table, obj.groups[first:last + 1], obj.seg.key), obj.seg.offset_delta)
 
 
 def _slicer(data: bytes) -> Callable[[int, int], bytes]:
@@ -139,6 +186,23 @@ def _checked(table: pa.Table, groups: Sequence[RowGroupInfo], source: str) -> pa
     if not ok:
         raise CorruptData("row groups disagree with the footer index", source=source)
     return table
+
+
+def prefetched(pool: ThreadPoolExecutor, fn: Callable[[A], T], items: Iterable[A], *, depth: int
+               ) -> Iterator[tuple[A, T]]:
+    """``(item, fn(item))`` in order, with up to ``depth`` calls running ahead in ``pool``.
+
+    A caller that stops early leaves at most ``depth`` calls to finish (the pool's shutdown waits).
+    """
+    todo = iter(items)
+    window: deque[tuple[A, Future[T]]] = deque((item, pool.submit(fn, item)) for item in itertools.islice(todo, depth))
+    while window:
+        item, future = window.popleft()
+        result = future.result()
+        nxt = next(todo, _END)
+        if nxt is not _END:
+            window.append((cast(A, nxt), pool.submit(fn, cast(A, nxt))))
+        yield item, result
 
 
 def read_ahead(pool: ThreadPoolExecutor, items: Iterator[T]) -> Iterator[T]:

@@ -64,6 +64,9 @@ _TRANSIENT_ERRNOS = frozenset({errno.EIO, errno.EAGAIN, errno.EINTR, errno.EBUSY
 _SHAPE_ERRNOS = frozenset({errno.ENOTDIR, errno.EISDIR, errno.EEXIST, errno.ENOTEMPTY, errno.ENAMETOOLONG})
 
 
+_PLAIN_DIRS_CACHED = 4096  # directories known to hold no symlink (see _check_inside)
+
+
 def _md5_etag(data: bytes | bytearray | memoryview) -> str:
     return '"' + hashlib.md5(data, usedforsecurity=False).hexdigest() + '"'
 
@@ -90,6 +93,7 @@ class LocalObjectStore:
             raise StoreAccessError(f"cannot use local store directory {root}: {exc.strerror}") from exc
         self._etags: OrderedDict[str, tuple[int, int, int, int, str]] = OrderedDict()
         self._etags_lock = threading.Lock()
+        self._plain_dirs: set[str] = set()
 
     @property
     def root(self) -> Path:
@@ -112,10 +116,24 @@ class LocalObjectStore:
         return path
 
     def _check_inside(self, path: Path, key: str) -> None:
+        """Refuse a path that a symlink under the root sends elsewhere.
+
+        Resolving every component costs one ``lstat`` each on every request; directories found free of
+        symlinks are remembered, so a request usually pays one ``lstat`` (is the file itself a link?).
+        Someone able to swap a checked directory for a symlink can already write the root directly.
+        """
+        parent = str(path.parent)
+        if parent in self._plain_dirs and not os.path.islink(path):
+            return
         real = os.path.realpath(path)
         root = str(self._root)
         if real != root and not real.startswith(root + os.sep):
             raise InvalidRequest(f"object key {key!r} resolves outside the store root (symlink?)")
+        if os.path.realpath(parent) == parent:
+            with self._etags_lock:
+                if len(self._plain_dirs) >= _PLAIN_DIRS_CACHED:
+                    self._plain_dirs.clear()
+                self._plain_dirs.add(parent)
 
     def _error(self, exc: OSError, key: str, op: str) -> S3StreamError:
         """The one place that maps an OSError of this backend to the typed error taxonomy."""

@@ -71,6 +71,21 @@ def test_symlinked_file_escaping_root_is_refused(tmp_path: Path) -> None:
     assert target.read_bytes() == b"root:x:0:0"
 
 
+def test_symlink_appearing_in_a_checked_directory_is_refused(tmp_path: Path) -> None:
+    """Directories are remembered as symlink-free, but every file is still checked for being a link."""
+    target = tmp_path / "passwd"
+    target.write_bytes(b"root:x:0:0")
+    store = LocalObjectStore(tmp_path / "root")
+    store.put("dir/ok", b"fine")
+    assert store.get("dir/ok") == b"fine"  # "dir" is now known to hold no symlink
+    os.symlink(target, tmp_path / "root" / "dir" / "link")
+    with pytest.raises(InvalidRequest, match="outside the store root"):
+        store.get("dir/link")
+    with pytest.raises(InvalidRequest):
+        store.put("dir/link", b"overwrite", if_match='"x"')
+    assert target.read_bytes() == b"root:x:0:0"
+
+
 def test_reserved_directories_are_not_keys(tmp_path: Path) -> None:
     store = LocalObjectStore(tmp_path)
     for key in (".tmp/x", ".locks/y"):
