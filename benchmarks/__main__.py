@@ -1,7 +1,9 @@
-"""The benchmark command line: ``python -m benchmarks engine --target ... --duration 60 --out ...``.
+"""The benchmark command line: ``python -m benchmarks engine|run --target ... --duration 60``.
 
-Exit status: 0 when every figure meets its target, 1 when some figure misses it (the result files are
-written either way), 2 for a usage error or a run that could not complete.
+``engine``: exit status 0 when every figure meets its target, 1 when some figure misses it (the result
+files are written either way), 2 for a usage error or a run that could not complete. ``run`` (the suite):
+0 when every workload ran and wrote its figures, 2 for a usage error or a run that could not complete
+(the failing workload is named).
 """
 
 from __future__ import annotations
@@ -79,6 +81,69 @@ def engine(
         console.print(f"[red]benchmark failed:[/red] {type(exc).__name__}: {exc}")
         raise typer.Exit(2) from exc
     raise typer.Exit(0 if result["passed"] else 1)
+
+
+@app.command()
+def run(
+    target: Annotated[str, typer.Option(help="seaweedfs | file | latency:<profile> | s3://BUCKET/PREFIX?...")],
+    workloads: Annotated[str, typer.Option(help="Comma list of ingest,e2e,catchup,compaction,retention,mixed "
+                                                "(default all).")] = "all",
+    duration: Annotated[float | None, typer.Option(help="Seconds per timed workload phase (default 60; 3 with "
+                                                        "--quick).")] = None,
+    quick: Annotated[bool, typer.Option(help="Smoke-sized run: seconds per phase, 16 MiB data sets.")] = False,
+    record_bytes: Annotated[int | None, typer.Option(help="Bytes per record value (default 1024).")] = None,
+    partitions: Annotated[int | None, typer.Option(help="Partitions of the workload topics (default 8).")] = None,
+    producers: Annotated[int | None, typer.Option(help="Producer threads (default 4).")] = None,
+    batch_records: Annotated[int | None, typer.Option(help="Records per append (default 100).")] = None,
+    flush_bytes: Annotated[int | None, typer.Option(help="flush.bytes of every store (default 8 MiB).")] = None,
+    flush_interval_ms: Annotated[int | None, typer.Option(help="flush.interval.ms of every store (default 250).")]
+    = None,
+    segment_mib: Annotated[int | None, typer.Option(help="segment.bytes of the topics in MiB (default 64; 8 with "
+                                                         "--quick).")] = None,
+    consumers: Annotated[int | None, typer.Option(help="Tailing readers of e2e and mixed (default 2).")] = None,
+    rate: Annotated[float | None, typer.Option(help="Offered load of e2e/mixed in MB/s (default: the workload's).")]
+    = None,
+    seed: Annotated[int, typer.Option(help="Seed of every random choice.")] = 0,
+    price: Annotated[list[str] | None, typer.Option("--price", help="Cost-model price NAME=VALUE (repeatable; "
+                                                    "put, get, head, list, delete per 1,000 requests, storage per "
+                                                    "GB-month).")] = None,
+    option: Annotated[list[str] | None, typer.Option("--option", "-o",
+                                                     help="Store option NAME=VALUE (repeatable).")] = None,
+    raw_seconds: Annotated[float | None, typer.Option(help="Seconds per raw-limit measurement (default 5; 1 with "
+                                                           "--quick).")] = None,
+    catchup_mib: Annotated[int | None, typer.Option(help="MiB written then read back by catchup.")] = None,
+    compaction_mib: Annotated[int | None, typer.Option(help="MiB of keyed records compacted.")] = None,
+    retention_segments: Annotated[int | None, typer.Option(help="Sealed segments the retention workload "
+                                                                "builds.")] = None,
+    out_dir: Annotated[Path, typer.Option(help="Where {slug}.json, {slug}.md and {slug}/*.png go.")]
+    = Path("benchmarks/results/suite"),
+    work_dir: Annotated[Path | None, typer.Option(help="Scratch parent dir (its disk holds the WAL).")] = None,
+    progress: Annotated[bool, typer.Option(help="Show the progress bar.")] = True,
+) -> None:
+    """Run the benchmark suite: raw limits, then each workload; JSON, markdown and PNG plots."""
+    from benchmarks.suite.costmodel import parse_price
+    from benchmarks.suite.registry import WorkloadUnavailable, parse_workloads
+    from benchmarks.suite.runner import SuiteError, run_suite, suite_params
+
+    console = Console() if sys.stdout.isatty() else Console(width=160)
+    try:
+        names = parse_workloads(workloads)
+        prices = dict(parse_price(p) for p in price or [])
+    except (WorkloadUnavailable, ValueError) as exc:
+        raise typer.BadParameter(str(exc)) from exc
+    sizes = {"segment_bytes": segment_mib, "catchup_bytes": catchup_mib, "compaction_bytes": compaction_mib}
+    params = suite_params(
+        target, quick=quick, workloads=names, duration_s=duration, record_bytes=record_bytes, partitions=partitions,
+        producers=producers, batch_records=batch_records, flush_bytes=flush_bytes,
+        flush_interval_ms=flush_interval_ms, consumers=consumers, rate_mb_per_s=rate, seed=seed, prices=prices,
+        store_options=_options(option or []), raw_seconds=raw_seconds, retention_segments=retention_segments,
+        out_dir=out_dir, work_dir=work_dir, progress=progress,
+        **{k: v * MiB for k, v in sizes.items() if v is not None})
+    try:
+        run_suite(params, console)
+    except (SuiteError, WorkloadUnavailable, S3StreamError) as exc:
+        console.print(f"[red]suite failed:[/red] {exc}")
+        raise typer.Exit(2) from exc
 
 
 @app.command()
