@@ -163,5 +163,16 @@ def render(
     raise typer.Exit(0 if data["passed"] else 1)
 
 
+@app.command()
+def summary(
+    results: Annotated[list[Path], typer.Argument(help="Suite result JSON files (one table row each).",
+                                                  exists=True, dir_okay=False)],
+) -> None:
+    """Print the README's markdown table of suite results, generated from the result files."""
+    from benchmarks.suite.summary import summary_table
+
+    print(summary_table(results), end="")
+
+
 if __name__ == "__main__":
     app(prog_name="python -m benchmarks")
