@@ -47,7 +47,7 @@ from s3stream.manifest.versioned import ManifestStore, manifest_store, writer_fe
 from s3stream.readpath import LogView, MemBatch, read_table
 from s3stream.records import AppendResult, PreparedColumns, Record, SegmentInfo, prepare_columns, records_from_batch
 from s3stream.roll import ActiveStats, should_roll
-from s3stream.sealing import write_segment
+from s3stream.sealing import read_chunks, write_segment_stream
 from s3stream.uploader import BufferedAppend
 from s3stream.walentry import AppendEntry, RollEntry, encode_entry
 from s3stream.walscan import ChunkRef, contiguous_chunks
@@ -562,11 +562,12 @@ class PartitionLog:
 
     def _seal_one(self, seg: _Unsealed, view: LogView, epoch: Epoch, node: NodeRuntime) -> None:
         rt = self._rt
-        table = read_table(view, seg.base_offset, log_id=self.log_id, segments=rt.segments, chunks=rt.chunks,
-                           max_bytes=1 << 62, until=seg.end_offset)
-        ref = write_segment(rt, topic_id=self._topic_id, partition=self._partition, table=table,
-                            base_offset=seg.base_offset, last_offset=seg.end_offset - 1,
-                            first_batch_max_ts=seg.first_batch_max_ts)
+        # streamed: one read chunk, one row group and one upload part in memory, not the whole segment
+        tables = read_chunks(view, seg.base_offset, seg.end_offset, log_id=self.log_id, segments=rt.segments,
+                             chunks=rt.chunks)
+        ref = write_segment_stream(rt, topic_id=self._topic_id, partition=self._partition, tables=tables,
+                                   base_offset=seg.base_offset, last_offset=seg.end_offset - 1,
+                                   first_batch_max_ts=seg.first_batch_max_ts)
         # read the uploader's floor BEFORE our chunks: an object published in between is then either in
         # ``later`` or at/above the floor; the other order could skip it and hide its records from readers
         unpublished = node.uploader.lowest_unpublished_seq

@@ -1,29 +1,90 @@
-"""Writing one segment object: encode the records as Parquet, PUT under a fresh unique key.
+"""Writing one segment object: encode the records as Parquet, upload under a fresh unique key.
 
 The key embeds a ULID, so a retried or zombie seal can never overwrite anything; an object whose
 manifest commit never happens is an orphan that GC removes after ``orphan_min_age_ms``.
+
+Two forms. Seals stream (:func:`write_segment_stream`): the records are read in chunks of
+:data:`SEAL_READ_BYTES` (:func:`read_chunks`), encoded row group by row group
+(:class:`~s3stream.segment.SegmentWriter`) and uploaded part by part (``ObjectStore.open_upload`` with
+``segment.upload.part.bytes``), so a seal holds one read chunk, one row group and one upload part
+whatever ``segment.bytes`` is; the object becomes visible only when the upload completes. Writers that
+already hold their records as one table (the cleaner, which builds each output in memory) use
+:func:`write_segment`: one encode, one PUT.
 """
 
 from __future__ import annotations
 
+import bisect
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
 from s3stream import layout
 from s3stream.manifest.model import SegmentRef
-from s3stream.segment import encode_segment
+from s3stream.readpath import ChunkCache, LogView, SegmentReaderCache, read_table
+from s3stream.segment import SegmentSummary, SegmentWriter, encode_segment
 
 if TYPE_CHECKING:
     from s3stream.runtime import Runtime
 
-__all__ = ["write_segment"]
+__all__ = ["SEAL_READ_BYTES", "read_chunks", "write_segment", "write_segment_stream"]
+
+#: Logical record bytes a seal reads (and hands the encoder) at a time.
+SEAL_READ_BYTES = 8 << 20
+
+
+def read_chunks(view: LogView, start: int, end: int, *, log_id: str, segments: SegmentReaderCache,
+                chunks: ChunkCache, max_bytes: int = SEAL_READ_BYTES) -> Iterator[pa.Table]:
+    """The records at offsets ``[start, end)`` of ``view`` in order, as tables of about ``max_bytes``.
+
+    After each chunk the view forgets the tail-cache batches already read, so a batch the cache evicts
+    while a long seal runs is freed instead of being pinned by the seal until it ends.
+    """
+    pos = start
+    while pos < end:
+        table = read_table(view, pos, log_id=log_id, segments=segments, chunks=chunks, max_bytes=max_bytes,
+                           until=end)
+        if table.num_rows == 0:
+            return
+        pos = int(table.column("offset")[-1].as_py()) + 1
+        yield table
+        del table
+        view = _without_memory_before(view, pos)
+
+
+def _without_memory_before(view: LogView, pos: int) -> LogView:
+    done = bisect.bisect_left([m.last for m in view.memory], pos)
+    if done == 0:
+        return view
+    return LogView(log_start_offset=view.log_start_offset, log_end_offset=view.log_end_offset,
+                   next_offset=view.next_offset, segments=view.segments, chunks=view.chunks,
+                   memory=view.memory[done:])
+
+
+def write_segment_stream(rt: Runtime, *, topic_id: str, partition: int, tables: Iterable[pa.Table],
+                         base_offset: int, last_offset: int, first_batch_max_ts: int, cleaned: bool = False,
+                         crash_point: str = "seal.after_segment_put") -> SegmentRef:
+    """Encode ``tables`` (in offset order) as the segment covering ``[base_offset, last_offset]`` while
+    uploading it; a failure anywhere aborts the upload, so nothing is left visible."""
+    now = rt.clock.now_ms()
+    key = layout.segment_key(topic_id, partition, base_offset, rt.ids.ulid(now))
+    with rt.objstore.open_upload(key, part_bytes=rt.settings.segment_upload_part_bytes) as upload:
+        writer = SegmentWriter(upload.write, base_offset=base_offset, last_offset=last_offset,
+                               first_batch_max_timestamp=first_batch_max_ts,
+                               row_group_bytes=rt.settings.segment_row_group_bytes)
+        for table in tables:
+            writer.write(table)
+        summary = writer.finish()
+        upload.complete()
+    rt.crash.hit(crash_point)
+    return _ref(key, summary, now, cleaned)
 
 
 def write_segment(rt: Runtime, *, topic_id: str, partition: int, table: pa.Table, base_offset: int,
                   last_offset: int, first_batch_max_ts: int, cleaned: bool = False,
                   crash_point: str = "seal.after_segment_put") -> SegmentRef:
-    """Encode and upload ``table`` as the segment covering ``[base_offset, last_offset]``."""
+    """Encode and upload ``table`` as the segment covering ``[base_offset, last_offset]`` (one PUT)."""
     data, summary = encode_segment(table, base_offset=base_offset, last_offset=last_offset,
                                    first_batch_max_timestamp=first_batch_max_ts,
                                    row_group_bytes=rt.settings.segment_row_group_bytes)
@@ -31,7 +92,12 @@ def write_segment(rt: Runtime, *, topic_id: str, partition: int, table: pa.Table
     key = layout.segment_key(topic_id, partition, base_offset, rt.ids.ulid(now))
     rt.objstore.put(key, data)
     rt.crash.hit(crash_point)
-    return SegmentRef(key=key, base_offset=base_offset, last_offset=last_offset, size_bytes=summary.size_bytes,
-                      object_size=summary.object_size, record_count=summary.record_count,
-                      max_timestamp=summary.max_timestamp, first_batch_max_timestamp=first_batch_max_ts,
-                      created_ms=now, crc32c=summary.crc32c, cleaned=cleaned)
+    return _ref(key, summary, now, cleaned)
+
+
+def _ref(key: str, summary: SegmentSummary, created_ms: int, cleaned: bool) -> SegmentRef:
+    return SegmentRef(key=key, base_offset=summary.base_offset, last_offset=summary.last_offset,
+                      size_bytes=summary.size_bytes, object_size=summary.object_size,
+                      record_count=summary.record_count, max_timestamp=summary.max_timestamp,
+                      first_batch_max_timestamp=summary.first_batch_max_timestamp, created_ms=created_ms,
+                      crc32c=summary.crc32c, cleaned=cleaned)

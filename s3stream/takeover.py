@@ -16,6 +16,7 @@ is then retried from a fresh manifest.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -25,8 +26,8 @@ from s3stream.errors import CommitConflict
 from s3stream.manifest.intents import add_segment, claim_writer, compose, set_wal_cursor
 from s3stream.manifest.model import Epoch, Manifest, SegmentRef, WalCursor
 from s3stream.node import claim_namespace
-from s3stream.readpath import LogView, read_table
-from s3stream.sealing import write_segment
+from s3stream.readpath import LogView
+from s3stream.sealing import read_chunks, write_segment_stream
 from s3stream.walscan import ChunkRef, contiguous_chunks
 
 if TYPE_CHECKING:
@@ -96,12 +97,19 @@ def _seal_foreign(plog: PartitionLog, m: Manifest, cursor: WalCursor) -> list[Se
     bounds = [m.next_offset, *[r for r in rolls if m.next_offset < r < end], end]
     refs: list[SegmentRef] = []
     for lo, hi in itertools.pairwise(bounds):
-        table = read_table(view, lo, log_id=plog.log_id, segments=rt.segments, chunks=rt.chunks,
-                           max_bytes=1 << 62, until=hi)
-        first_ts = _first_batch_max_ts(table)
-        refs.append(write_segment(rt, topic_id=plog.topic_id, partition=plog.partition, table=table,
-                                  base_offset=lo, last_offset=hi - 1, first_batch_max_ts=first_ts))
+        first_ts, tables = _peek_first_ts(read_chunks(view, lo, hi, log_id=plog.log_id, segments=rt.segments,
+                                                      chunks=rt.chunks))
+        refs.append(write_segment_stream(rt, topic_id=plog.topic_id, partition=plog.partition, tables=tables,
+                                         base_offset=lo, last_offset=hi - 1, first_batch_max_ts=first_ts))
     return refs
+
+
+def _peek_first_ts(tables: Iterator[pa.Table]) -> tuple[int, Iterator[pa.Table]]:
+    """The first chunk's :func:`_first_batch_max_ts`, and every chunk still to stream."""
+    first = next(tables, None)
+    if first is None:
+        return -1, iter(())
+    return _first_batch_max_ts(first), itertools.chain([first], tables)
 
 
 def _first_batch_max_ts(table: pa.Table) -> int:

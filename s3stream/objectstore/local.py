@@ -11,7 +11,9 @@ Invariants:
 
 * **Atomic visibility.** A write goes to a temp file in ``.tmp``, is fsynced and then published with
   one rename/link, so a reader sees the old or the new object, never a torn one; the parent directory
-  is fsynced after a publish and after creating directories, so the new entry survives a crash.
+  is fsynced after a publish and after creating directories, so the new entry survives a crash. A
+  streamed upload (``open_upload``) writes its parts into one such temp file as they come (one part in
+  memory) and publishes it like an unconditional put on ``complete``; ``abort`` deletes the temp file.
 * **Put-if-absent is atomic across processes** on one host: ``os.link(tmp, final)`` fails with
   ``EEXIST`` if the key exists (POSIX ``link(2)`` never replaces).
 * **If-Match is atomic** across processes: an exclusive ``flock`` on the key's lock file spans
@@ -49,7 +51,8 @@ from s3stream.errors import (
     TransientError,
 )
 from s3stream.objectstore.keys import validate_key, validate_prefix
-from s3stream.objectstore.protocol import ByteRange, ListEntry, ObjectMeta
+from s3stream.objectstore.protocol import DEFAULT_PART_BYTES, ByteRange, ListEntry, ObjectMeta
+from s3stream.objectstore.upload import PartedUpload
 
 __all__ = ["LocalObjectStore"]
 
@@ -169,6 +172,10 @@ class LocalObjectStore:
         finally:
             self._unlink_quiet(tmp)
         return ObjectMeta(key, len(memoryview(data).cast("B")), etag, now_ms)
+
+    def open_upload(self, key: str, *, part_bytes: int = DEFAULT_PART_BYTES) -> _LocalUpload:
+        self._path(key)  # refuse bad keys now, not at the end
+        return _LocalUpload(self, key, part_bytes)
 
     def _write_temp(self, data: bytes | bytearray | memoryview, now_ms: int) -> Path:
         """Write ``data`` to a fresh temp file stamped with ``now_ms`` and fsync it."""
@@ -414,3 +421,59 @@ class LocalObjectStore:
 
     def close(self) -> None:
         pass
+
+
+class _LocalUpload(PartedUpload):
+    """Streams the parts into one temp file in ``.tmp``, then publishes it exactly as :meth:`put` does."""
+
+    def __init__(self, store: LocalObjectStore, key: str, part_bytes: int) -> None:
+        super().__init__(key, part_bytes)
+        self._store = store
+        self._fd: int | None = None
+        self._tmp: Path | None = None
+        self._md5 = hashlib.md5(usedforsecurity=False)
+
+    def _put_whole(self, data: bytes) -> ObjectMeta:
+        return self._store.put(self.key, data)
+
+    def _send_part(self, number: int, data: bytearray | memoryview) -> None:
+        try:
+            if self._fd is None:
+                fd, name = tempfile.mkstemp(dir=self._store.root / _TMP_DIR, prefix="upload-", suffix=".tmp")
+                self._fd, self._tmp = fd, Path(name)
+            view = memoryview(data)
+            written = 0
+            while written < len(view):
+                written += os.write(self._fd, view[written:written + _CHUNK])
+        except OSError as exc:
+            raise self._store._error(exc, self.key, "write") from exc
+        self._md5.update(data)
+
+    def _finish(self, parts: int, size: int) -> ObjectMeta:
+        assert self._fd is not None
+        assert self._tmp is not None
+        store = self._store
+        now_ms = store._clock.now_ms()
+        fd, self._fd = self._fd, None
+        try:
+            try:
+                now_ns = now_ms * 1_000_000
+                os.utime(fd, ns=(now_ns, now_ns))
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            store._publish(self._tmp, store._path(self.key), self.key, exclusive=False)
+        except OSError as exc:
+            raise store._error(exc, self.key, "put") from exc
+        finally:
+            store._unlink_quiet(self._tmp)
+        return ObjectMeta(self.key, size, '"' + self._md5.hexdigest() + '"', now_ms)
+
+    def _discard(self) -> None:
+        if self._fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._fd)
+            self._fd = None
+        if self._tmp is not None:
+            with contextlib.suppress(OSError):
+                self._store._unlink_quiet(self._tmp)

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from s3stream.clock import Clock, SystemClock
 from s3stream.errors import ObjectNotFound, PreconditionFailed
 from s3stream.objectstore.keys import validate_key, validate_prefix
-from s3stream.objectstore.protocol import ByteRange, ListEntry, ObjectMeta
+from s3stream.objectstore.protocol import DEFAULT_PART_BYTES, ByteRange, ListEntry, ObjectMeta
+from s3stream.objectstore.upload import PartedUpload
 
 __all__ = ["MemoryObjectStore"]
 
@@ -115,5 +116,30 @@ class MemoryObjectStore:
                 idx = bisect.bisect_left(self._ns.sorted_keys, key)
                 del self._ns.sorted_keys[idx]
 
+    def open_upload(self, key: str, *, part_bytes: int = DEFAULT_PART_BYTES) -> _MemoryUpload:
+        return _MemoryUpload(self, validate_key(key), part_bytes)
+
     def close(self) -> None:
         pass
+
+
+class _MemoryUpload(PartedUpload):
+    """Collects the parts, then one put: the object lives in memory anyway."""
+
+    def __init__(self, store: MemoryObjectStore, key: str, part_bytes: int) -> None:
+        super().__init__(key, part_bytes)
+        self._store = store
+        self._chunks: list[bytes] = []
+
+    def _put_whole(self, data: bytes) -> ObjectMeta:
+        return self._store.put(self.key, data)
+
+    def _send_part(self, number: int, data: bytearray | memoryview) -> None:
+        self._chunks.append(bytes(data))
+
+    def _finish(self, parts: int, size: int) -> ObjectMeta:
+        data, self._chunks = b"".join(self._chunks), []
+        return self._store.put(self.key, data)
+
+    def _discard(self) -> None:
+        self._chunks = []

@@ -14,7 +14,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from s3stream.objectstore.keys import validate_key, validate_prefix
-from s3stream.objectstore.protocol import ByteRange, ListEntry, ObjectMeta, ObjectStore
+from s3stream.objectstore.protocol import DEFAULT_PART_BYTES, ByteRange, ListEntry, ObjectMeta, ObjectStore
+from s3stream.objectstore.upload import ForwardedUpload
 
 __all__ = ["PrefixedObjectStore"]
 
@@ -68,6 +69,10 @@ class PrefixedObjectStore:
 
     def delete(self, key: str) -> None:
         self._inner.delete(self._key(key))
+
+    def open_upload(self, key: str, *, part_bytes: int = DEFAULT_PART_BYTES) -> ForwardedUpload:
+        return ForwardedUpload(key, part_bytes, put=lambda data: self.put(key, data),
+                               inner=self._inner.open_upload(self._key(key), part_bytes=part_bytes))
 
     def close(self) -> None:
         self._inner.close()

@@ -18,6 +18,14 @@ Contract:
   in lexicographic order of the key, with its size and modification time. Callers that need an order
   other than lexicographic parse the keys; no caller trusts LIST alone for what is referenced.
 * ``delete(key)`` is idempotent: deleting a missing key succeeds.
+* ``open_upload(key, part_bytes=...)`` starts an unconditional write of an object whose size is not known
+  up front (a segment being encoded). :meth:`Upload.write` cuts the byte stream into parts of exactly
+  ``part_bytes`` (the last may be shorter) and sends a part as soon as a byte beyond it is written, so an
+  upload holds at most one part in memory; an object of at most one part is sent as one plain PUT at
+  :meth:`Upload.complete`. Nothing is visible under the key until ``complete`` returns (then, like an
+  unconditional put, the object replaces any previous one); ``abort`` (also leaving a ``with`` block
+  without completing, and any failed ``write``/``complete``) discards what was sent, so nothing becomes
+  visible. ``part_bytes`` >= 1; the S3 backend requires S3's minimum part of 5 MiB.
 * Keys are ``/``-separated relative paths of printable characters; no ``..`` segments, no leading ``/``.
 * Errors: :class:`ObjectNotFound`, :class:`PreconditionFailed`, :class:`Throttled`,
   :class:`TransientError` (outcome unknown for writes), :class:`StoreAccessError`.
@@ -27,9 +35,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from types import TracebackType
+from typing import Protocol, Self, runtime_checkable
 
-__all__ = ["ByteRange", "ListEntry", "ObjectMeta", "ObjectStore"]
+__all__ = ["DEFAULT_PART_BYTES", "ByteRange", "ListEntry", "ObjectMeta", "ObjectStore", "Upload"]
+
+#: The part size of :meth:`ObjectStore.open_upload` when none is given (S3's minimum part is 5 MiB).
+DEFAULT_PART_BYTES = 8 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +92,35 @@ class ListEntry:
     last_modified_ms: int
 
 
+class Upload(Protocol):
+    """One object being written in parts (see ``open_upload`` in the module docstring); one thread uses it."""
+
+    @property
+    def key(self) -> str:
+        """The key the object is written to."""
+        ...
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        """Append ``data``; every part completed by it (and followed by a byte) is sent now."""
+        ...
+
+    def complete(self) -> ObjectMeta:
+        """Send the rest and make the object visible; on failure the upload is aborted."""
+        ...
+
+    def abort(self) -> None:
+        """Discard the upload (idempotent; no-op after ``complete``); best effort on the server side."""
+        ...
+
+    def __enter__(self) -> Self:
+        ...
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        """Abort unless ``complete`` returned."""
+        ...
+
+
 @runtime_checkable
 class ObjectStore(Protocol):
     """An S3-shaped object store. Implementations are thread-safe."""
@@ -108,6 +149,10 @@ class ObjectStore(Protocol):
 
     def delete(self, key: str) -> None:
         """Delete ``key``; a missing key is not an error."""
+        ...
+
+    def open_upload(self, key: str, *, part_bytes: int = DEFAULT_PART_BYTES) -> Upload:
+        """Start a streamed, unconditional write of ``key`` in parts of ``part_bytes``."""
         ...
 
     def close(self) -> None:

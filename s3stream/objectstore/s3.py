@@ -9,7 +9,10 @@ Invariants:
   **off** (``total_max_attempts=1``) because retrying is our decision (:mod:`s3stream.objectstore.retry`):
   idempotent calls retry with jittered backoff on the injected clock; a conditional PUT whose request
   may have reached the server is never repeated, its :class:`TransientError` goes up (outcome
-  unknown) so the manifest protocol can read back its ``commit_id``.
+  unknown) so the manifest protocol can read back its ``commit_id``. Multipart (a large ``put``, and
+  ``open_upload``): each part is an idempotent request retried alone; a complete retried after an
+  unknown outcome that then finds no upload is accepted only if the key now holds an object of the
+  upload's size (the first attempt completed); any failure aborts the upload (best effort).
 * Every botocore/urllib3 exception is translated by :func:`~s3stream.objectstore.retry.map_botocore_error`
   (re-exported here), the only place that knows S3 error codes; nothing above this module sees botocore.
 * Credentials come only from the standard AWS chain (environment, profile, role). For a non-AWS
@@ -30,7 +33,7 @@ import functools
 import re
 import threading
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
 import boto3
 import botocore.exceptions as bce
@@ -48,7 +51,7 @@ from s3stream.errors import (
 )
 from s3stream.ids import IdSource
 from s3stream.objectstore.keys import validate_key, validate_prefix
-from s3stream.objectstore.protocol import ByteRange, ListEntry, ObjectMeta
+from s3stream.objectstore.protocol import DEFAULT_PART_BYTES, ByteRange, ListEntry, ObjectMeta
 from s3stream.objectstore.retry import (
     BACKEND_ERRORS,
     NOT_SENT_ERRORS,
@@ -57,6 +60,7 @@ from s3stream.objectstore.retry import (
     map_botocore_error,
     retry_call,
 )
+from s3stream.objectstore.upload import PartedUpload
 from s3stream.objectstore.url import display_url
 
 if TYPE_CHECKING:
@@ -68,6 +72,9 @@ __all__ = ["ListOrder", "S3ObjectStore", "map_botocore_error"]
 T = TypeVar("T")
 ListOrder = Literal["server", "sort"]
 MiB = 1 << 20
+#: S3's multipart limits: every part but the last at least 5 MiB, at most 10,000 parts.
+MIN_PART_BYTES = 5 * MiB
+MAX_PARTS = 10_000
 
 _CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+)")
 _LOADER_LOCK = threading.Lock()
@@ -85,8 +92,9 @@ def _shared_loader() -> botocore.loaders.Loader:
 class S3ObjectStore:
     """An ObjectStore on one S3 bucket (optionally under a key prefix). Thread-safe.
 
-    Tuning beyond the protocol: ``max_attempts`` (ours; botocore never retries), multipart above
-    ``multipart_threshold`` in ``part_size`` parts (S3's minimum part is 5 MiB), ``list_page_size``
+    Tuning beyond the protocol: ``max_attempts`` (ours; botocore never retries), ``put`` goes multipart
+    above ``multipart_threshold`` in ``part_size`` parts (S3's minimum part is 5 MiB; ``open_upload``
+    takes its part size per upload and uses the same multipart code), ``list_page_size``
     (MaxKeys; tests shrink it to cross pages cheaply) and ``list_order`` (see the module docstring).
     """
 
@@ -219,24 +227,21 @@ class S3ObjectStore:
 
     def _put_multipart(self, key: str, full: str, view: memoryview) -> str:
         """Upload ``view`` in ``part_size`` parts (each retried alone); abort the upload on failure."""
-        call = functools.partial(self._call, "PUT", key)
-        upload_id = call(lambda: self._client.create_multipart_upload(
-            Bucket=self._bucket, Key=full)["UploadId"])
-        try:
-            parts: list[CompletedPartTypeDef] = []
-            for number, offset in enumerate(range(0, len(view), self._part_size), start=1):
-                chunk = view[offset:offset + self._part_size].tobytes()
-                etag = call(functools.partial(self._upload_part, key, full, upload_id, number, chunk))
-                parts.append({"ETag": etag, "PartNumber": number})
-            tries = [0]
-            return call(functools.partial(self._complete, key, full, upload_id, parts, len(view), tries))
-        except BaseException:
-            self._abort(full, upload_id)
-            raise
+        upload = _S3Upload(self, key, full, self._part_size)
+        upload.write(view)
+        return upload.complete().etag
 
-    def _upload_part(self, key: str, full: str, upload_id: str, number: int, chunk: bytes) -> str:
+    def open_upload(self, key: str, *, part_bytes: int = DEFAULT_PART_BYTES) -> _S3Upload:
+        """A multipart upload (created with the first part; a single PUT for an object of one part)."""
+        full = self._full(key)
+        if part_bytes < MIN_PART_BYTES:
+            raise InvalidRequest(f"part_bytes {part_bytes} is below S3's minimum part of {MIN_PART_BYTES} bytes")
+        return _S3Upload(self, key, full, part_bytes)
+
+    def _upload_part(self, key: str, full: str, upload_id: str, number: int, chunk: bytes | bytearray) -> str:
+        # botocore takes a bytearray body (its stubs say bytes): the part buffer is sent without a copy
         resp = self._client.upload_part(Bucket=self._bucket, Key=full, UploadId=upload_id,
-                                        PartNumber=number, Body=chunk)
+                                        PartNumber=number, Body=cast("bytes", chunk))
         return _etag(resp, key, self._bucket)
 
     def _complete(self, key: str, full: str, upload_id: str, parts: list[CompletedPartTypeDef],
@@ -397,3 +402,45 @@ def _check_range_body(body: bytes, content_range: str | None, byte_range: ByteRa
         raise CorruptData(f"asked for bytes [{start}, {end}) of {total}, got {content_range!r} with "
                           f"{len(body)} bytes", source=source)
     return body
+
+
+class _S3Upload(PartedUpload):
+    """One multipart upload: created lazily with part 1, each part retried alone (an unconditional part
+    is idempotent), completed once with the check :meth:`S3ObjectStore._complete` does for a lost
+    response, aborted on any failure (best effort: the bucket's AbortIncompleteMultipartUpload rule
+    removes what an abort could not)."""
+
+    def __init__(self, store: S3ObjectStore, key: str, full: str, part_bytes: int) -> None:
+        super().__init__(key, part_bytes)
+        self._store, self._full = store, full
+        self._upload_id: str | None = None
+        self._done: list[CompletedPartTypeDef] = []
+
+    def _put_whole(self, data: bytes) -> ObjectMeta:
+        store = self._store
+        etag = store._put_single(self.key, self._full, data, if_none_match=False, if_match=None)
+        return ObjectMeta(self.key, len(data), etag, store._clock.now_ms())
+
+    def _send_part(self, number: int, data: bytearray | memoryview) -> None:
+        if number > MAX_PARTS:
+            raise InvalidRequest(f"upload of {self.key!r} needs more than {MAX_PARTS} parts: raise the part size")
+        store = self._store
+        call = functools.partial(store._call, "PUT", self.key)
+        if self._upload_id is None:
+            self._upload_id = call(lambda: store._client.create_multipart_upload(
+                Bucket=store.bucket, Key=self._full)["UploadId"])
+        body = data if isinstance(data, bytearray) else bytes(data)  # botocore takes no memoryview body
+        etag = call(functools.partial(store._upload_part, self.key, self._full, self._upload_id, number, body))
+        self._done.append({"ETag": etag, "PartNumber": number})
+
+    def _finish(self, parts: int, size: int) -> ObjectMeta:
+        assert self._upload_id is not None
+        store = self._store
+        tries = [0]
+        etag = store._call("PUT", self.key, functools.partial(
+            store._complete, self.key, self._full, self._upload_id, self._done, size, tries))
+        return ObjectMeta(self.key, size, etag, store._clock.now_ms())
+
+    def _discard(self) -> None:
+        if self._upload_id is not None:
+            self._store._abort(self._full, self._upload_id)

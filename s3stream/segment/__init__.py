@@ -1,6 +1,7 @@
 """Segment objects: sealed per-partition records as Parquet, and their ranged reader (sans-IO).
 
-``encode_segment`` turns records into object bytes plus a :class:`SegmentSummary` for the manifest;
+``SegmentWriter`` turns records into object bytes incrementally (``encode_segment``: one table, in
+memory) plus a :class:`SegmentSummary` for the manifest;
 ``SegmentReader`` reads them back by offset or timestamp through a ``fetch(start, end)`` callable,
 fetching only the footer and the row groups it needs. See ``docs/formats.md`` for the byte layout.
 """
@@ -10,6 +11,7 @@ from s3stream.segment.format import (
     RowGroupInfo,
     SegmentFooter,
     SegmentSummary,
+    SegmentWriter,
     encode_segment,
     row_sizes,
 )
@@ -25,6 +27,7 @@ __all__ = [
     "SegmentFooter",
     "SegmentReader",
     "SegmentSummary",
+    "SegmentWriter",
     "encode_segment",
     "row_sizes",
 ]

@@ -16,7 +16,10 @@ pyarrow read as is. s3stream adds only conventions on top of Parquet:
   min_timestamp, max_timestamp, num_rows, size_bytes]``. The offset index and the time index therefore come
   from the footer alone; the row groups' byte ranges come from Parquet's own column-chunk metadata.
 
-Invariants (checked before writing by :func:`encode_segment` and again after reading by
+Encoding is incremental (:class:`SegmentWriter`: tables in, bytes out as row groups complete, so a seal
+never holds a whole segment); :func:`encode_segment` is the one-table form over the same writer.
+
+Invariants (checked before writing by :class:`SegmentWriter` and again after reading by
 :func:`parse_footer`): offsets strictly increase and lie in ``[base_offset, last_offset]``; row groups are
 contiguous byte ranges from byte 4 up to the footer, in offset order, and their row counts and sizes add
 up to the segment totals. Zero rows is a valid segment (compaction can empty a range; the range is kept).
@@ -27,10 +30,10 @@ length of the encoded object. Everything here is sans-IO: bytes in, values out.
 
 from __future__ import annotations
 
-import io
 import itertools
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import crc32c
@@ -49,6 +52,7 @@ __all__ = [
     "RowGroupInfo",
     "SegmentFooter",
     "SegmentSummary",
+    "SegmentWriter",
     "encode_segment",
     "parse_footer",
     "row_sizes",
@@ -154,99 +158,229 @@ def _as_table(data: pa.Table | pa.RecordBatch) -> pa.Table:
     return table
 
 
-def _check_offsets(offsets: npt.NDArray[np.int64], base_offset: int, last_offset: int) -> None:
+def _check_range(base_offset: int, last_offset: int, first_batch_max_timestamp: int) -> None:
     if base_offset < 0 or last_offset < base_offset:
         raise InternalError(f"invalid segment range [{base_offset}, {last_offset}]")
+    if first_batch_max_timestamp < -1:
+        raise InternalError(f"first_batch_max_timestamp must be >= -1, got {first_batch_max_timestamp}")
+
+
+def _check_offsets(offsets: npt.NDArray[np.int64], after: int, last_offset: int) -> None:
+    """Offsets strictly increase, all above ``after`` (the previous write's last, or base - 1) and <= last."""
     if len(offsets) == 0:
         return
-    if offsets[0] < base_offset or offsets[-1] > last_offset:
-        raise InternalError(f"offsets [{offsets[0]}, {offsets[-1]}] outside [{base_offset}, {last_offset}]")
+    if offsets[0] <= after or offsets[-1] > last_offset:
+        raise InternalError(f"offsets [{offsets[0]}, {offsets[-1]}] not within ({after}, {last_offset}]")
     if len(offsets) > 1 and not bool(np.all(np.diff(offsets) > 0)):
         raise InternalError("segment offsets must be strictly increasing")
 
 
-def _group_starts(sizes: npt.NDArray[np.int64], row_group_bytes: int) -> npt.NDArray[np.int64]:
-    """Row indices where row groups start: a new group when the bytes before a row cross a boundary."""
-    if len(sizes) == 0:
-        return np.zeros(0, dtype=np.int64)
-    before = np.cumsum(sizes) - sizes
-    gid = before // max(1, row_group_bytes)
-    return np.concatenate([[0], np.flatnonzero(np.diff(gid)) + 1]).astype(np.int64)
+class _Tap:
+    """The file object the Parquet writer writes to: keeps bytes until :class:`SegmentWriter` takes them."""
+
+    def __init__(self) -> None:
+        self.pending: list[bytes] = []
+        self.position = 0
+        self.closed = False
+
+    def write(self, data: bytes | memoryview) -> int:
+        chunk = bytes(data)  # the writer may reuse its buffer after the call
+        self.pending.append(chunk)
+        self.position += len(chunk)
+        return len(chunk)
+
+    def tell(self) -> int:
+        return self.position
+
+    def flush(self) -> None:
+        pass
+
+    def writable(self) -> bool:
+        return True
+
+    def take(self) -> list[bytes]:
+        pieces, self.pending = self.pending, []
+        return pieces
 
 
-def _index_rows(offsets: npt.NDArray[np.int64], ts: npt.NDArray[np.int64], sizes: npt.NDArray[np.int64],
-                starts: npt.NDArray[np.int64]) -> list[list[int]]:
-    if len(starts) == 0:
-        return []
-    ends = np.append(starts[1:], len(offsets))
-    cols = (offsets[starts], offsets[ends - 1], np.minimum.reduceat(ts, starts),
-            np.maximum.reduceat(ts, starts), ends - starts, np.add.reduceat(sizes, starts))
-    return [list(row) for row in zip(*(c.tolist() for c in cols), strict=True)]
+@dataclass(slots=True)
+class _Group:
+    """The row group being built: the caller's table slices (references) and running index stats."""
+
+    gid: int
+    tables: list[pa.Table]
+    first: int
+    last: int
+    min_ts: int
+    max_ts: int
+    rows: int
+    size: int
+
+
+class SegmentWriter:
+    """Encodes one segment incrementally: tables in offset order in, object bytes out as row groups complete.
+
+    The bytes :func:`encode_segment` would produce for the concatenation of the written tables go to
+    ``sink`` in order: each finished row group at once, the footer (with its CRC patched) on
+    :meth:`finish`. Memory is the row group being built (slices of the caller's tables) plus the Parquet
+    writer's buffers for it, whatever the segment's size, so a seal streams a 1 GiB segment in small pieces.
+    Row groups are cut by logical bytes exactly as for a single table; validation (schema, offsets strictly
+    increasing within ``[base_offset, last_offset]``) holds across writes and happens before any byte of
+    the offending table is encoded. Not thread-safe; after an error, discard the writer.
+    """
+
+    def __init__(self, sink: Callable[[bytes], object], *, base_offset: int, last_offset: int,
+                 first_batch_max_timestamp: int = -1, row_group_bytes: int = 1 << 20,
+                 compression: str = "zstd") -> None:
+        _check_range(base_offset, last_offset, first_batch_max_timestamp)
+        self._sink = sink
+        self._base, self._last, self._first_batch_max_ts = base_offset, last_offset, first_batch_max_timestamp
+        self._rgb = max(1, row_group_bytes)
+        self._prev = base_offset - 1  # the last offset written so far
+        self._rows = 0
+        self._bytes = 0  # logical bytes of every row written
+        self._min_ts: int | None = None
+        self._max_ts: int | None = None
+        self._index: list[list[int]] = []
+        self._group: _Group | None = None
+        self._emitted = 0
+        self._crc = 0
+        self._done = False
+        self._tap = _Tap()
+        self._writer = pq.ParquetWriter(
+            self._tap, RECORD_SCHEMA, compression=compression, use_dictionary=False, write_page_checksum=True,
+            write_statistics=["offset", "timestamp", "horizon_ms"],
+            column_encoding={"offset": _DELTA, "timestamp": _DELTA, "horizon_ms": _DELTA})
+
+    @property
+    def bytes_emitted(self) -> int:
+        """Object bytes handed to the sink so far."""
+        return self._emitted
+
+    def write(self, data: pa.Table | pa.RecordBatch) -> None:
+        """Add records (offsets above every earlier write's); completed row groups go to the sink.
+
+        Raises:
+            InternalError: wrong schema, offsets not strictly increasing or outside ``[base, last]``,
+                or the writer is finished.
+        """
+        if self._done:
+            raise InternalError("SegmentWriter.write after finish")
+        table = _as_table(data)
+        n = table.num_rows
+        if n == 0:
+            return
+        offsets = np.asarray(table.column("offset").to_numpy(), dtype=np.int64)
+        _check_offsets(offsets, self._prev, self._last)
+        ts = np.asarray(table.column("timestamp").to_numpy(), dtype=np.int64)
+        sizes = row_sizes(table)
+        # a new group starts where the logical bytes before a row cross a multiple of row_group_bytes
+        gid = (self._bytes + np.cumsum(sizes) - sizes) // self._rgb
+        cuts = [0, *(np.flatnonzero(np.diff(gid)) + 1).tolist(), n]
+        for start, end in itertools.pairwise(cuts):
+            g = int(gid[start])
+            if self._group is not None and self._group.gid != g:
+                self._emit_group()
+            piece = table.slice(start, end - start)
+            t_min, t_max = int(ts[start:end].min()), int(ts[start:end].max())
+            size = int(sizes[start:end].sum())
+            cur = self._group
+            if cur is None:
+                self._group = _Group(g, [piece], int(offsets[start]), int(offsets[end - 1]), t_min, t_max,
+                                     end - start, size)
+            else:
+                cur.tables.append(piece)
+                cur.last = int(offsets[end - 1])
+                cur.min_ts, cur.max_ts = min(cur.min_ts, t_min), max(cur.max_ts, t_max)
+                cur.rows += end - start
+                cur.size += size
+        self._prev = int(offsets[-1])
+        self._rows += n
+        self._bytes += int(sizes.sum())
+        lo, hi = int(ts.min()), int(ts.max())
+        self._min_ts = lo if self._min_ts is None else min(self._min_ts, lo)
+        self._max_ts = hi if self._max_ts is None else max(self._max_ts, hi)
+
+    def _emit_group(self) -> None:
+        g = self._group
+        assert g is not None
+        self._group = None
+        table = g.tables[0] if len(g.tables) == 1 else pa.concat_tables(g.tables)
+        self._writer.write_table(table, row_group_size=g.rows)
+        self._index.append([g.first, g.last, g.min_ts, g.max_ts, g.rows, g.size])
+        for piece in self._tap.take():  # piece by piece: the row group is never copied whole
+            self._emit(piece)
+
+    def _emit(self, data: bytes) -> None:
+        if data:
+            self._crc = crc32c.crc32c(data, self._crc)
+            self._emitted += len(data)
+            self._sink(data)
+
+    def finish(self) -> SegmentSummary:
+        """Write the last row group and the footer (metadata, then its CRC patched in); the totals."""
+        if self._done:
+            raise InternalError("SegmentWriter.finish called twice")
+        self._done = True
+        if self._group is not None:
+            self._emit_group()
+        min_ts = -1 if self._min_ts is None else self._min_ts
+        max_ts = -1 if self._max_ts is None else self._max_ts
+        meta = {
+            _KEY_FORMAT: str(SEGMENT_FORMAT_VERSION),
+            _PREFIX + "base_offset": str(self._base), _PREFIX + "last_offset": str(self._last),
+            _PREFIX + "record_count": str(self._rows), _PREFIX + "size_bytes": str(self._bytes),
+            _PREFIX + "min_timestamp": str(min_ts), _PREFIX + "max_timestamp": str(max_ts),
+            _PREFIX + "first_batch_max_timestamp": str(self._first_batch_max_ts),
+            _KEY_ROW_GROUPS: _index_json(self._index),
+            _KEY_CRC: _CRC_PLACEHOLDER.decode(),
+        }
+        self._writer.add_key_value_metadata(meta)
+        self._writer.close()
+        tail = bytearray(b"".join(self._tap.take()))  # written by close(): the footer (and little else)
+        _patch_footer_crc(tail)
+        self._emit(bytes(tail))
+        return SegmentSummary(self._base, self._last, self._rows, self._bytes, self._emitted, max_ts, min_ts,
+                              self._first_batch_max_ts, self._crc)
+
+
+def _index_json(rows: list[list[int]]) -> str:
+    """The footer's row-group index (a function of its own so corruption tests can make it lie)."""
+    return json.dumps(rows, separators=(",", ":"))
 
 
 def encode_segment(data: pa.Table | pa.RecordBatch, *, base_offset: int, last_offset: int,
                    first_batch_max_timestamp: int = -1, row_group_bytes: int = 1 << 20,
                    compression: str = "zstd") -> tuple[bytes, SegmentSummary]:
-    """Encode records as a segment object; validates before writing.
+    """Encode records as a segment object in memory (one :class:`SegmentWriter` write); validates first.
 
     Raises:
         InternalError: wrong schema, offsets not strictly increasing or outside ``[base, last]``.
     """
-    table = _as_table(data)
-    offsets = np.asarray(table.column("offset").to_numpy(), dtype=np.int64)
-    ts = np.asarray(table.column("timestamp").to_numpy(), dtype=np.int64)
-    _check_offsets(offsets, base_offset, last_offset)
-    if first_batch_max_timestamp < -1:
-        raise InternalError(f"first_batch_max_timestamp must be >= -1, got {first_batch_max_timestamp}")
-    sizes = row_sizes(table)
-    starts = _group_starts(sizes, row_group_bytes)
-    n = len(offsets)
-    meta = {
-        _KEY_FORMAT: str(SEGMENT_FORMAT_VERSION),
-        _PREFIX + "base_offset": str(base_offset), _PREFIX + "last_offset": str(last_offset),
-        _PREFIX + "record_count": str(n), _PREFIX + "size_bytes": str(int(sizes.sum())),
-        _PREFIX + "min_timestamp": str(int(ts.min()) if n else -1),
-        _PREFIX + "max_timestamp": str(int(ts.max()) if n else -1),
-        _PREFIX + "first_batch_max_timestamp": str(first_batch_max_timestamp),
-        _KEY_ROW_GROUPS: json.dumps(_index_rows(offsets, ts, sizes, starts), separators=(",", ":")),
-    }
-    meta[_KEY_CRC] = _CRC_PLACEHOLDER.decode()
-    encoded = _seal_footer(_write_parquet(table, starts, meta, compression))
-    summary = SegmentSummary(base_offset, last_offset, n, int(sizes.sum()), len(encoded),
-                             int(meta[_PREFIX + "max_timestamp"]), int(meta[_PREFIX + "min_timestamp"]),
-                             first_batch_max_timestamp, crc32c.crc32c(encoded))
-    return encoded, summary
+    out: list[bytes] = []
+    writer = SegmentWriter(out.append, base_offset=base_offset, last_offset=last_offset,
+                           first_batch_max_timestamp=first_batch_max_timestamp, row_group_bytes=row_group_bytes,
+                           compression=compression)
+    writer.write(data)
+    summary = writer.finish()
+    return b"".join(out), summary
 
 
-def _write_parquet(table: pa.Table, starts: npt.NDArray[np.int64], meta: dict[str, str],
-                   compression: str) -> bytes:
-    sink = io.BytesIO()
-    writer = pq.ParquetWriter(
-        sink, RECORD_SCHEMA, compression=compression, use_dictionary=False, write_page_checksum=True,
-        write_statistics=["offset", "timestamp", "horizon_ms"],
-        column_encoding={"offset": _DELTA, "timestamp": _DELTA, "horizon_ms": _DELTA})
-    try:
-        bounds = [*starts.tolist(), table.num_rows]
-        for start, end in itertools.pairwise(bounds):
-            writer.write_table(table.slice(start, end - start), row_group_size=end - start)
-        writer.add_key_value_metadata(meta)
-    finally:
-        writer.close()
-    return sink.getvalue()
+def _patch_footer_crc(tail: bytearray) -> None:
+    """Patch the CRC32C of the Thrift footer (computed with the placeholder digits) into ``tail``.
 
-
-def _seal_footer(encoded: bytes) -> bytes:
-    """Patch the CRC32C of the Thrift footer (computed with the placeholder digits) into the footer."""
-    out = bytearray(encoded)
-    footer_len = int.from_bytes(out[-8:-4], "little")
-    footer_start = len(out) - 8 - footer_len
-    footer = bytes(out[footer_start:-8])
+    ``tail`` ends with the footer, its length and ``PAR1``: the digits are patched before they leave.
+    """
+    footer_len = int.from_bytes(tail[-8:-4], "little")
+    footer_start = len(tail) - 8 - footer_len
+    if len(tail) < 8 or footer_start < 0:
+        raise InternalError("the Parquet footer was not written in one piece at close")
+    footer = bytes(tail[footer_start:-8])
     at = footer.find(_CRC_ENTRY + _CRC_PLACEHOLDER)
     if at < 0 or footer.count(_CRC_ENTRY) != 1:
         raise InternalError("cannot locate the footer CRC entry in the Parquet footer")
     digits = footer_start + at + len(_CRC_ENTRY)
-    out[digits: digits + 10] = b"%010d" % crc32c.crc32c(footer)
-    return bytes(out)
+    tail[digits: digits + 10] = b"%010d" % crc32c.crc32c(footer)
 
 
 def verify_footer(footer: bytes, *, source: str) -> None:

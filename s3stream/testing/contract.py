@@ -16,12 +16,17 @@ Class attributes tune the suite to a backend:
   small ``list_page_size`` to the store instead, so several pages are still crossed quickly.
 * ``large_object_bytes``: the size of the large-object test; S3 subclasses set a small
   ``multipart_threshold`` so this goes through the multipart path.
+* ``upload_part_bytes``: the part size of the streamed-upload tests; S3 subclasses use 5 MiB (S3's
+  minimum part), others a small size so several parts are crossed cheaply.
 
 What is covered (the protocol's contract, :mod:`s3stream.objectstore.protocol`): put/get round trip;
 byte ranges (start/end/suffix, clipping, empty ranges, empty objects); head; list order, prefix,
 start_after and pagination; not-found for get/head; idempotent delete; put-if-absent; If-Match
 (match, mismatch, missing key never succeeds); concurrent put-if-absent with exactly one winner; key
-validation; a large object; binary data with every byte value; keys with spaces and non-ASCII.
+validation; a large object; binary data with every byte value; keys with spaces and non-ASCII;
+streamed uploads (``open_upload``): round trips of 0 bytes, less than one part, exactly one and two
+parts, parts plus a tail; nothing visible before ``complete``; ``abort`` (explicit, by an exception in
+the ``with`` block, or by leaving it) leaves nothing; an upload replaces an object; bad keys refused.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ from typing import ClassVar
 import pytest
 
 from s3stream.errors import InvalidRequest, ObjectNotFound, PreconditionFailed
-from s3stream.objectstore.protocol import ByteRange, ObjectStore
+from s3stream.objectstore.protocol import ByteRange, ObjectMeta, ObjectStore
 
 __all__ = ["ObjectStoreContract"]
 
@@ -52,6 +57,11 @@ _RANGES: list[tuple[ByteRange, bytes]] = [
     (ByteRange(9, 10), b"9"),
 ]
 _BAD_KEYS = ["", "/abs", "a/../b", "..", "a//b", "a/./b", "trailing/", "back\\slash", "ctl\x01char"]
+
+
+def _pattern(size: int) -> bytes:
+    """``size`` bytes with period 251 (prime): a part out of place or repeated changes the content."""
+    return (bytes(range(251)) * (size // 251 + 1))[:size]
 
 
 def _race(store: ObjectStore, key: str, n: int, *, etag: str | None = None) -> list[int]:
@@ -81,6 +91,7 @@ class ObjectStoreContract:
     pagination_keys: ClassVar[int] = 1100
     large_object_bytes: ClassVar[int] = 12 * MiB
     race_threads: ClassVar[int] = 16
+    upload_part_bytes: ClassVar[int] = 64 * 1024
 
     @pytest.fixture
     def store(self) -> ObjectStore:
@@ -280,3 +291,84 @@ class ObjectStoreContract:
     def test_url_is_a_display_string(self, store: ObjectStore) -> None:
         assert isinstance(store.url, str)
         assert "@" not in store.url.split("?", 1)[0]
+
+    # -- streamed uploads -------------------------------------------------------------------------
+
+    def _upload(self, store: ObjectStore, key: str, data: bytes) -> ObjectMeta:
+        """Upload ``data`` in uneven writes (part boundaries fall inside writes)."""
+        step = self.upload_part_bytes // 3 + 7
+        with store.open_upload(key, part_bytes=self.upload_part_bytes) as upload:
+            for at in range(0, len(data), step):
+                upload.write(data[at:at + step])
+            return upload.complete()
+
+    @pytest.mark.parametrize("parts", [0.0, 0.4, 1.0, 2.0, 2.3])
+    def test_upload_round_trip(self, store: ObjectStore, parts: float) -> None:
+        size = int(parts * self.upload_part_bytes)
+        data = _pattern(size)
+        meta = self._upload(store, "up/obj", data)
+        assert (meta.key, meta.size) == ("up/obj", size)
+        head = store.head("up/obj")
+        assert (head.size, head.etag) == (size, meta.etag)
+        assert store.get("up/obj") == data
+        assert [(e.key, e.size) for e in store.list("up/")] == [("up/obj", size)]
+
+    def test_upload_in_one_write_and_empty_writes(self, store: ObjectStore) -> None:
+        data = _pattern(2 * self.upload_part_bytes + 99)
+        with store.open_upload("up/one", part_bytes=self.upload_part_bytes) as upload:
+            upload.write(b"")
+            upload.write(memoryview(data))
+            upload.write(bytearray())
+            meta = upload.complete()
+        assert meta.size == len(data)
+        assert store.get("up/one") == data
+
+    def test_upload_is_invisible_until_complete(self, store: ObjectStore) -> None:
+        data = _pattern(self.upload_part_bytes * 3 // 2)
+        with store.open_upload("up/late", part_bytes=self.upload_part_bytes) as upload:
+            upload.write(data)
+            with pytest.raises(ObjectNotFound):
+                store.head("up/late")
+            assert list(store.list("up/")) == []
+            upload.complete()
+        assert store.get("up/late") == data
+
+    def test_upload_abort_leaves_nothing(self, store: ObjectStore) -> None:
+        upload = store.open_upload("up/gone", part_bytes=self.upload_part_bytes)
+        upload.write(_pattern(self.upload_part_bytes * 5 // 2))
+        upload.abort()
+        upload.abort()  # idempotent
+        with pytest.raises(InvalidRequest):
+            upload.write(b"more")
+        with pytest.raises(InvalidRequest):
+            upload.complete()
+        with pytest.raises(RuntimeError, match="encoder"):
+            self._fail_inside_upload(store, "up/raised")
+        with store.open_upload("up/left", part_bytes=self.upload_part_bytes) as up:
+            up.write(_pattern(self.upload_part_bytes * 3 // 2))  # leaving without complete() aborts
+        for key in ("up/gone", "up/raised", "up/left"):
+            with pytest.raises(ObjectNotFound):
+                store.get(key)
+        assert list(store.list("up/")) == []
+
+    def _fail_inside_upload(self, store: ObjectStore, key: str) -> None:
+        with store.open_upload(key, part_bytes=self.upload_part_bytes) as upload:
+            upload.write(_pattern(self.upload_part_bytes + 1))
+            raise RuntimeError("the encoder failed")
+
+    def test_upload_replaces_an_object_and_completes_once(self, store: ObjectStore) -> None:
+        store.put("up/k", b"old")
+        data = _pattern(self.upload_part_bytes * 3 // 2)
+        with store.open_upload("up/k", part_bytes=self.upload_part_bytes) as upload:
+            upload.write(data)
+            meta = upload.complete()
+            with pytest.raises(InvalidRequest):
+                upload.complete()
+            upload.abort()  # after complete: nothing to undo
+        assert store.get("up/k") == data
+        assert store.head("up/k").etag == meta.etag
+
+    @pytest.mark.parametrize("key", ["", "a/../b", "trailing/"], ids=repr)
+    def test_upload_refuses_invalid_keys(self, store: ObjectStore, key: str) -> None:
+        with pytest.raises(InvalidRequest):
+            store.open_upload(key, part_bytes=self.upload_part_bytes)

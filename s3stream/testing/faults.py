@@ -14,6 +14,10 @@ probability ``rate``, at most ``count`` times (None: unlimited). Kinds and what 
 ``conflict409``    a 409 ConditionalRequestConflict: :class:`PreconditionFailed`, nothing done
 =================  ==============================================================================
 
+A streamed upload (``open_upload``) of at most one part is one ``put``; a larger one is one ``put``
+request each for its create, every part and its complete (a fault there fails the write or complete,
+and the upload is aborted; ``lost_response`` on complete leaves the object in place).
+
 Determinism: rules are checked in order; every rule that matches a request (and has count left) draws
 exactly one number from the injected :class:`IdSource`, the first draw under its rate fires. So a given
 seed and request sequence inject the same faults every run. :meth:`FaultyObjectStore.set_rules`
@@ -29,7 +33,8 @@ from typing import Literal, TypeVar
 
 from s3stream.errors import ObjectStoreError, PreconditionFailed, Throttled, TransientError
 from s3stream.ids import IdSource
-from s3stream.objectstore.protocol import ByteRange, ListEntry, ObjectMeta, ObjectStore
+from s3stream.objectstore.protocol import DEFAULT_PART_BYTES, ByteRange, ListEntry, ObjectMeta, ObjectStore
+from s3stream.objectstore.upload import ForwardedUpload
 
 __all__ = ["FaultKind", "FaultRule", "FaultyObjectStore"]
 
@@ -150,6 +155,14 @@ class FaultyObjectStore:
 
     def delete(self, key: str) -> None:
         self._run("delete", key, lambda: self._inner.delete(key))
+
+    def open_upload(self, key: str, *, part_bytes: int = DEFAULT_PART_BYTES) -> ForwardedUpload:
+        return ForwardedUpload(key, part_bytes, put=lambda data: self.put(key, data),
+                               inner=self._inner.open_upload(key, part_bytes=part_bytes), request=self._upload_request)
+
+    def _upload_request(self, key: str, kind: str, nbytes: int, fn: Callable[[], T]) -> T:
+        """Create, each part and complete are ``put`` requests for the rules; an abort is never faulted."""
+        return fn() if kind == "abort" else self._run("put", key, fn)
 
     def close(self) -> None:
         self._inner.close()

@@ -1,10 +1,15 @@
-"""A pass-through ObjectStore: the base of test wrappers that intercept one verb and forward the rest."""
+"""A pass-through ObjectStore: the base of test wrappers that intercept one verb and forward the rest.
+
+``open_upload`` forwards too, with small objects (at most one part) sent through :meth:`put`, so a
+subclass that intercepts ``put`` also sees those; larger ones stream to the inner store's upload.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
-from s3stream.objectstore.protocol import ByteRange, ListEntry, ObjectMeta, ObjectStore
+from s3stream.objectstore.protocol import DEFAULT_PART_BYTES, ByteRange, ListEntry, ObjectMeta, ObjectStore
+from s3stream.objectstore.upload import ForwardedUpload
 
 __all__ = ["ForwardingObjectStore"]
 
@@ -34,6 +39,10 @@ class ForwardingObjectStore:
 
     def delete(self, key: str) -> None:
         self.inner.delete(key)
+
+    def open_upload(self, key: str, *, part_bytes: int = DEFAULT_PART_BYTES) -> ForwardedUpload:
+        return ForwardedUpload(key, part_bytes, put=lambda data: self.put(key, data),
+                               inner=self.inner.open_upload(key, part_bytes=part_bytes))
 
     def close(self) -> None:
         self.inner.close()

@@ -5,7 +5,8 @@ operation kind is a **lognormal** distribution fixed by its median (p50) and 99t
 transfer time uses a per-connection bandwidth for GET and PUT (bytes read or written). The wrapper
 sleeps *before* delegating a write (the object becomes visible when the PUT "returns", never earlier
 than a real client could observe it) and *after* a read. LIST pays one first-byte latency per page
-of 1000 keys (S3's page size).
+of 1000 keys (S3's page size). A streamed upload larger than one part pays one PUT per request it stands
+for (create, each part with its transfer, complete); a smaller one is one PUT.
 
 Everything is seeded: samples come from the injected :class:`IdSource`, sleeps go through the injected
 :class:`Clock`, so a benchmark or simulation with a fixed seed is reproducible. ``time_scale`` shrinks
@@ -25,16 +26,20 @@ Sources of the numbers in :data:`LATENCY_PROFILES` (as of 2024-2025):
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from statistics import NormalDist
+from typing import TypeVar
 
 from s3stream.clock import Clock, SystemClock
 from s3stream.errors import InvalidRequest, ObjectNotFound
 from s3stream.ids import IdSource
-from s3stream.objectstore.protocol import ByteRange, ListEntry, ObjectMeta, ObjectStore
+from s3stream.objectstore.protocol import DEFAULT_PART_BYTES, ByteRange, ListEntry, ObjectMeta, ObjectStore
+from s3stream.objectstore.upload import ForwardedUpload
 
 __all__ = ["LATENCY_PROFILES", "LatencyDist", "LatencyObjectStore", "LatencyProfile"]
+
+T = TypeVar("T")
 
 _Z99 = NormalDist().inv_cdf(0.99)  # 2.326: p99 of a standard normal
 _STD_NORMAL = NormalDist()
@@ -174,6 +179,20 @@ class LatencyObjectStore:
     def delete(self, key: str) -> None:
         self._pause("delete")
         self._inner.delete(key)
+
+    def open_upload(self, key: str, *, part_bytes: int = DEFAULT_PART_BYTES) -> ForwardedUpload:
+        return ForwardedUpload(key, part_bytes, put=lambda data: self.put(key, data),
+                               inner=self._inner.open_upload(key, part_bytes=part_bytes), request=self._upload_request)
+
+    def _upload_request(self, key: str, kind: str, nbytes: int, fn: Callable[[], T]) -> T:
+        """Each request of a multipart upload pays a PUT's first byte plus its transfer, before it is sent."""
+        if kind == "abort":
+            self._pause("delete")
+        else:
+            if kind == "complete":
+                self._pause("put", nbytes)  # the last part
+            self._pause("put", nbytes if kind == "part" else 0)
+        return fn()
 
     def close(self) -> None:
         self._inner.close()

@@ -4,19 +4,29 @@ Counts requests by S3 kind (``PUT``, ``GET``, ``HEAD``, ``LIST``, ``DELETE``) an
 read, and keeps a bounded log of ``(op, key, size)``. A LIST counts one request per page of 1000 keys
 (S3's page size), counted lazily as the caller iterates, so a caller that stops early pays for the
 pages it fetched. Requests that fail are counted too (S3 bills them). Thread-safe.
+
+A streamed upload (``open_upload``) is counted as the requests S3 bills for it: an object of at most one
+part is one ``PUT``; a larger one of ``n`` parts is ``n + 2`` ``PUT`` requests, each logged under the
+object's key: the create (size 0), every part (its size), the complete (size 0, logged right after the
+last part). So the log still has one ``PUT`` entry per ``PUT`` counted, and anything that classifies PUTs
+by key counts a multipart segment as its requests, not as one object; an aborted multipart upload
+adds one ``DELETE``.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import TypeVar
 
-from s3stream.objectstore.protocol import ByteRange, ListEntry, ObjectMeta, ObjectStore
+from s3stream.objectstore.protocol import DEFAULT_PART_BYTES, ByteRange, ListEntry, ObjectMeta, ObjectStore
+from s3stream.objectstore.upload import ForwardedUpload
 
 __all__ = ["KINDS", "RecordingObjectStore"]
 
 KINDS = ("PUT", "GET", "HEAD", "LIST", "DELETE")
+T = TypeVar("T")
 _LIST_PAGE = 1000
 
 
@@ -109,6 +119,20 @@ class RecordingObjectStore:
     def delete(self, key: str) -> None:
         self._record("DELETE", key)
         self._inner.delete(key)
+
+    def open_upload(self, key: str, *, part_bytes: int = DEFAULT_PART_BYTES) -> ForwardedUpload:
+        return ForwardedUpload(key, part_bytes, put=lambda data: self.put(key, data),
+                               inner=self._inner.open_upload(key, part_bytes=part_bytes), request=self._upload_request)
+
+    def _upload_request(self, key: str, kind: str, nbytes: int, fn: Callable[[], T]) -> T:
+        if kind == "abort":
+            self._record("DELETE", key)
+        elif kind == "complete":
+            self._record("PUT", key, nbytes, written=nbytes)  # the last part
+            self._record("PUT", key)
+        else:
+            self._record("PUT", key, nbytes, written=nbytes)
+        return fn()
 
     def close(self) -> None:
         self._inner.close()

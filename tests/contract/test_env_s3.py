@@ -18,7 +18,7 @@ from s3stream.objectstore.protocol import ObjectStore
 from s3stream.objectstore.url import parse_store_url
 from s3stream.testing.contract import ObjectStoreContract
 
-from .s3support import PAGINATION_KEYS, empty_prefix, fresh_s3_store
+from .s3support import PAGINATION_KEYS, PART_SIZE, empty_prefix, fresh_s3_store
 
 URL = os.environ.get("S3STREAM_TEST_S3_URL", "")
 pytestmark = [pytest.mark.s3, pytest.mark.skipif(not URL, reason="S3STREAM_TEST_S3_URL is not set")]
@@ -27,6 +27,7 @@ pytestmark = [pytest.mark.s3, pytest.mark.skipif(not URL, reason="S3STREAM_TEST_
 class TestEnvS3Contract(ObjectStoreContract):
     atomic_conditional_writes = os.environ.get("S3STREAM_TEST_S3_ATOMIC", "1") != "0"
     pagination_keys = PAGINATION_KEYS
+    upload_part_bytes = PART_SIZE
 
     @pytest.fixture
     def store(self, monkeypatch: pytest.MonkeyPatch,
