@@ -7,7 +7,9 @@ A :class:`LogView` is an immutable snapshot of where every offset of a partition
 * ending at ``log_end_offset``.
 
 :func:`read_table` walks them in offset order with ranged GETs, stopping at a record or byte budget,
-and returns one Arrow table; nothing here loops over records in Python.
+and returns one Arrow table; nothing here loops over records in Python. Segment readers apply the budget
+themselves (one decode and one size computation per row group); a stream whose read-ahead reaches the end
+of a segment has the next segments opened and their first windows fetched in the background.
 """
 
 from __future__ import annotations
@@ -70,9 +72,19 @@ class LogView:
         i = bisect.bisect_left(self._seg_last, offset)
         return self.segments[i] if i < len(self.segments) else None
 
+    def segment_after(self, seg: SegmentRef) -> SegmentRef | None:
+        """The sealed segment following ``seg`` (None if ``seg`` is the last or not in the view)."""
+        i = bisect.bisect_left(self._seg_last, seg.last_offset)
+        if i + 1 < len(self.segments) and self.segments[i].key == seg.key:
+            return self.segments[i + 1]
+        return None
+
 
 class SegmentReaderCache:
-    """Open :class:`SegmentReader` objects by key, so sequential reads reuse footers and blocks."""
+    """Open :class:`SegmentReader` objects by key, so sequential reads reuse footers and blocks.
+
+    A reader dropped from the cache releases its bytes (cached and in flight), unless a read is using it.
+    """
 
     def __init__(self, store: ObjectStore, *, max_entries: int = 256, block_bytes: int = 1 << 20) -> None:
         self._store = store
@@ -90,15 +102,24 @@ class SegmentReaderCache:
         key = seg.key
         reader = SegmentReader(lambda start, end: self._store.get(key, ByteRange(start, end)), seg.object_size,
                                source=key, block_bytes=self._block)
+        dropped: list[SegmentReader] = []
         with self._lock:
             self._cache[key] = reader
             while len(self._cache) > self._max:
-                self._cache.popitem(last=False)
+                dropped.append(self._cache.popitem(last=False)[1])
+        for old in dropped:
+            old.release()
         return reader
+
+    def warm(self, seg: SegmentRef) -> None:
+        """Open ``seg`` and start fetching its first window in the background (a stream is about to enter it)."""
+        self.get(seg).warm(seg.base_offset - seg.offset_delta)
 
     def evict(self, key: str) -> None:
         with self._lock:
-            self._cache.pop(key, None)
+            reader = self._cache.pop(key, None)
+        if reader is not None:
+            reader.release()
 
 
 class ChunkCache:
@@ -201,19 +222,21 @@ def read_table(view: LogView, offset: int, *, log_id: str, segments: SegmentRead
     records_left = max_records
     bytes_left = max_bytes
     while pos < end and (records_left is None or records_left > 0) and bytes_left > 0:
-        table, next_pos = _read_step(view, pos, log_id, segments, chunks, records_left, bytes_left)
+        if pos < view.next_offset:
+            table, used, cut, next_pos = _read_segment(view, pos, segments, records_left, bytes_left,
+                                                       at_least_one=not parts)
+        else:
+            table, next_pos = _read_unsealed(view, pos, log_id, chunks)
+            used, cut = 0, False
+            if table is not None and table.num_rows:
+                table, used, cut = take_budget(table, records_left, bytes_left, at_least_one=not parts)
         if table is not None and table.num_rows:
-            table, used, cut = take_budget(table, records_left, bytes_left, at_least_one=not parts)
-            if table.num_rows == 0:
-                break
             parts.append(table)
             bytes_left -= used
             if records_left is not None:
                 records_left -= table.num_rows
-            if cut:
-                break
             next_pos = max(next_pos, table.column("offset")[-1].as_py() + 1)
-        if next_pos <= pos:
+        if cut or next_pos <= pos:
             break
         pos = next_pos
     if not parts:
@@ -224,18 +247,30 @@ def read_table(view: LogView, offset: int, *, log_id: str, segments: SegmentRead
     return table
 
 
-def _read_step(view: LogView, pos: int, log_id: str, segments: SegmentReaderCache, chunks: ChunkCache,
-               records_left: int | None, bytes_left: int) -> tuple[pa.Table | None, int]:
-    if pos < view.next_offset:
-        seg = view.segment_at(pos)
-        if seg is None:
-            return None, view.next_offset
-        reader = segments.get(seg)
-        table = shift_offsets(reader.read(max(pos, seg.base_offset) - seg.offset_delta, max_records=records_left,
-                                          max_bytes=bytes_left), seg.offset_delta)
-        # the reader may stop early (budget, row groups): the caller continues after the last row it got,
-        # and only an empty answer proves that nothing of this segment is left from ``pos``
-        return table, (seg.end_offset if table.num_rows == 0 else pos)
+def _read_segment(view: LogView, pos: int, segments: SegmentReaderCache, records_left: int | None,
+                  bytes_left: int, *, at_least_one: bool) -> tuple[pa.Table | None, int, bool, int]:
+    """Read the sealed segment holding ``pos``: (table, its bytes, cut by a budget, where to continue)."""
+    seg = view.segment_at(pos)
+    if seg is None:
+        return None, 0, False, view.next_offset
+    reader = segments.get(seg)
+
+    def warm_next() -> None:
+        # a stream about to leave this segment: open the next ones (a window's worth of objects, at least
+        # one) and start their first windows meanwhile
+        ahead, following = 0, view.segment_after(seg)
+        while following is not None and ahead < reader.window_bytes:
+            segments.warm(following)
+            ahead += following.object_size
+            following = view.segment_after(following)
+
+    got = reader.read_budgeted(max(pos, seg.base_offset) - seg.offset_delta, max_records=records_left,
+                               max_bytes=bytes_left, at_least_one=at_least_one, on_tail=warm_next)
+    # a read not cut by a budget returned everything of this segment from ``pos``
+    return shift_offsets(got.table, seg.offset_delta), got.nbytes, got.cut, (pos if got.cut else seg.end_offset)
+
+
+def _read_unsealed(view: LogView, pos: int, log_id: str, chunks: ChunkCache) -> tuple[pa.Table | None, int]:
     batch, ref = _mem_or_chunk(view, pos)
     if batch is None and ref is None:
         return None, view.log_end_offset

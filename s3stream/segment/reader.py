@@ -3,15 +3,25 @@
 :class:`SegmentReader` opens a segment lazily: one suffix fetch of the last :data:`FOOTER_FETCH_BYTES`
 (a second one only when the footer is larger), validated by :func:`format.parse_footer`, gives the offset
 and time index. A read then fetches only the byte ranges of the row groups (and, for a column subset, the
-column chunks) it needs, coalescing consecutive row groups up to ``block_bytes`` per fetch.
+column chunks) it needs, coalescing consecutive row groups into GETs of up to ``_GET_BLOCKS`` blocks.
 ``pyarrow.parquet`` decodes through a :class:`ranged.RangedFile` with page-checksum verification on.
 
+Read-ahead: a read that continues where the previous one stopped (or that has no budget) is *streaming*:
+the reader keeps the row groups of the next ``_WINDOW_BLOCKS`` blocks of the object fetching in the
+background (whole GETs, topped up as row groups are consumed), so decoding and the network overlap and the
+next call finds its bytes arriving or arrived. Other reads fetch what their budget needs, concurrently.
+Cached plus in-flight bytes stay within window + one GET + two blocks; a read that returns the segment's
+last record drops them. :meth:`SegmentReader.warm` opens a segment and starts its first window in the
+background, for a caller about to stream into it. An error of a background fetch is raised by the read
+that needs those bytes (as the same exception), never by anything else.
+
 Every row group read is checked against the footer index (row count, first/last offset, strictly
-increasing offsets, timestamp bounds), so a damaged object yields :class:`CorruptData` naming ``source``,
-never wrong records. Errors raised by ``fetch`` itself (not found, throttled, ...) propagate unchanged.
+increasing offsets, timestamp bounds, schema), so a damaged object yields :class:`CorruptData` naming
+``source``, never wrong records. Errors raised by ``fetch`` itself (not found, throttled, ...) propagate
+unchanged.
 
 Callers cache one reader per segment object (a consumer reading sequentially must not refetch the footer);
-a reader is thread-safe (one lock) and keeps a few MiB of fetched bytes for sequential reads.
+a reader is thread-safe (one lock).
 """
 
 from __future__ import annotations
@@ -21,9 +31,11 @@ import struct
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from typing import NamedTuple
 
 import crc32c
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -31,9 +43,9 @@ import pyarrow.parquet as pq
 from s3stream.errors import CorruptData, InvalidRequest, S3StreamError
 from s3stream.records import RECORD_SCHEMA
 from s3stream.segment.format import RowGroupInfo, SegmentFooter, parse_footer, row_sizes, verify_footer
-from s3stream.segment.ranged import RangedFile
+from s3stream.segment.ranged import RangedFile, fetch_pool
 
-__all__ = ["FOOTER_FETCH_BYTES", "SegmentReader"]
+__all__ = ["FOOTER_FETCH_BYTES", "SegmentRead", "SegmentReader"]
 
 #: Bytes fetched from the end of the object to find the footer (one fetch for most segments).
 FOOTER_FETCH_BYTES = 64 << 10
@@ -42,10 +54,29 @@ _DECODE_ERRORS = (pa.ArrowException, OSError, ValueError, TypeError, KeyError, I
 _SIZE_COLUMNS = ("key", "value", "headers")
 _ALL_COLUMNS = tuple(RECORD_SCHEMA.names)
 
-#: sequential read-ahead window, in blocks; within it adjacent row groups are merged into GETs of up to
-#: _GET_BLOCKS blocks (per-request overhead dominates small GETs) that are fetched concurrently
+#: read-ahead window, in blocks; within it adjacent row groups are merged into GETs of up to _GET_BLOCKS
+#: blocks (per-request overhead dominates small GETs) that are fetched concurrently
 _WINDOW_BLOCKS = 8
 _GET_BLOCKS = 4
+
+Span = tuple[int, int]
+
+
+class SegmentRead(NamedTuple):
+    """A budgeted read: the rows, their logical bytes (0 without ``max_bytes``), whether a budget cut it."""
+
+    table: pa.Table
+    nbytes: int
+    cut: bool  #: rows of this segment after ``table`` were left out by a budget
+
+
+class _Decoded(NamedTuple):
+    """The last row group decoded (a read that stops inside a group resumes in it)."""
+
+    group: int
+    columns: tuple[str, ...]
+    table: pa.Table
+    sizes: npt.NDArray[np.int64] | None
 
 
 class SegmentReader:
@@ -57,12 +88,27 @@ class SegmentReader:
         self._object_size = object_size
         self._source = source
         self._block_bytes = block_bytes
+        self._window = _WINDOW_BLOCKS * block_bytes
+        self._get_bytes = _GET_BLOCKS * block_bytes
         self._lock = threading.RLock()
         self._file = RangedFile(fetch, object_size, source=source, block_bytes=block_bytes,
-                                cache_bytes=max((_WINDOW_BLOCKS + 2) * block_bytes, 2 * FOOTER_FETCH_BYTES))
+                                cache_bytes=max(self._window + self._get_bytes + 2 * block_bytes,
+                                                2 * FOOTER_FETCH_BYTES))
         self._pf: pq.ParquetFile | None = None
         self._footer: SegmentFooter | None = None
         self._last_offsets: list[int] = []
+        self._spans: dict[tuple[str, ...], list[Span]] = {}  # byte span of each row group, per column set
+        self._schemas: dict[tuple[str, ...], pa.Schema] = {}
+        self._decoded: _Decoded | None = None
+        self._stream_group = -1  # the row group where a read continuing the last one starts
+        # streaming read-ahead: the GET runs of _ahead_columns from _ahead_run on are not started yet
+        # (-1: from the run of the group being read)
+        self._runs: dict[tuple[str, ...], tuple[list[tuple[int, int, int]], list[int]]] = {}
+        self._ahead_columns: tuple[str, ...] = ()
+        self._ahead_run = -1
+        self._warming = False
+        self._reading = False  # a read holds the lock (release() leaves the reader alone)
+        self._tail_signalled = False
 
     # -- index (from the footer alone) --------------------------------------------------------------------
 
@@ -107,6 +153,27 @@ class SegmentReader:
     def fetched_bytes(self) -> int:
         return self._file.fetched_bytes
 
+    @property
+    def held_bytes(self) -> int:
+        """Bytes cached or being fetched for this reader (bounded by :attr:`max_held_bytes`)."""
+        with self._lock:
+            return self._file.cached_bytes + self._file.inflight_bytes
+
+    @property
+    def max_held_bytes(self) -> int:
+        return self._file.cache_bytes
+
+    @property
+    def window_bytes(self) -> int:
+        """How far ahead (object bytes) streaming read-ahead fetches."""
+        return self._window
+
+    @property
+    def read_ahead_at_end(self) -> bool:
+        """Whether streaming read-ahead has started fetching this segment's last row group."""
+        runs = self._runs.get(self._ahead_columns)
+        return runs is not None and self._ahead_run >= len(runs[0]) > 0
+
     # -- reads --------------------------------------------------------------------------------------------
 
     def read(self, from_offset: int, *, max_records: int | None = None, max_bytes: int | None = None,
@@ -120,30 +187,63 @@ class SegmentReader:
             InvalidRequest: ``max_records < 1`` or an unknown column name.
             CorruptData: the object failed a checksum or disagrees with its footer.
         """
+        return self.read_budgeted(from_offset, max_records=max_records, max_bytes=max_bytes, columns=columns).table
+
+    def read_budgeted(self, from_offset: int, *, max_records: int | None = None, max_bytes: int | None = None,
+                      columns: Sequence[str] | None = None, at_least_one: bool = True,
+                      on_tail: Callable[[], None] | None = None) -> SegmentRead:
+        """Like :meth:`read`, also giving the rows' logical bytes and whether a budget stopped the read.
+
+        Without ``at_least_one`` the byte budget is strict (the result may be empty, and then ``cut``).
+        ``on_tail`` is called (once per stream, during the read) when streaming read-ahead has reached the
+        segment's last row group: the moment to :meth:`warm` the next segment.
+        """
         if max_records is not None and max_records < 1:
             raise InvalidRequest(f"max_records must be >= 1, got {max_records}")
         out_cols = _check_columns(columns)
         need = ["offset", *(c for c in out_cols if c != "offset")]
         if max_bytes is not None:
             need += [c for c in _SIZE_COLUMNS if c not in need]
-        with self._lock, self._decoding(self._file):
+        cols = tuple(need)
+        with self._lock, self._reading_now(), self._decoding(self._file):
             self._open()
             groups = self._groups()
             g = bisect.bisect_left(self._last_offsets, from_offset)
+            streaming = g == self._stream_group or (max_records is None and max_bytes is None)
+            if not streaming or cols != self._ahead_columns:
+                self._ahead_columns, self._ahead_run, self._tail_signalled = cols, -1, False
+                if g < len(groups):  # fetches started for another position are not waited for
+                    start = self._spans_for(cols)[g][0]
+                    self._file.drop_pending(start, start + self._window)
             pieces: list[pa.Table] = []
+            sizes: list[npt.NDArray[np.int64]] = []
             rows = nbytes = 0
+            requested = g  # non-streaming reads: row groups [g, requested) are fetching
             while g < len(groups) and not _satisfied(rows, nbytes, max_records, max_bytes):
-                self._prefetch(g, from_offset, max_records, max_bytes, need)
-                table = self._read_group(g, need)
-                if table.num_rows and table.column("offset")[0].as_py() < from_offset:
-                    offs = table.column("offset").to_numpy()
-                    table = table.slice(int(np.searchsorted(offs, from_offset)))
+                if streaming:
+                    self._read_ahead(g, cols)
+                    if on_tail is not None and not self._tail_signalled and self.read_ahead_at_end:
+                        self._tail_signalled = True
+                        on_tail()
+                elif g >= requested:
+                    requested = self._fetch_needed(g, from_offset, max_records, max_bytes, cols, rows, nbytes)
+                decoded = self._group(g, cols, sizes=max_bytes is not None)
+                table, group_sizes = decoded.table, decoded.sizes
+                if table.num_rows and groups[g].first_offset < from_offset:
+                    skip = int(np.searchsorted(table.column("offset").to_numpy(), from_offset))
+                    table = table.slice(skip)
+                    group_sizes = None if group_sizes is None else group_sizes[skip:]
                 pieces.append(table)
                 rows += table.num_rows
-                nbytes += int(row_sizes(table).sum()) if max_bytes is not None else 0
+                if group_sizes is not None:
+                    sizes.append(group_sizes)
+                    nbytes += int(group_sizes.sum())
                 g += 1
             result = _concat(pieces, need)
-            return _limit(result, max_records, max_bytes).select(out_cols)
+            table, used, trimmed = _limit(result, np.concatenate(sizes) if sizes else None, max_records, max_bytes,
+                                          at_least_one)
+            self._after_read(table)
+            return SegmentRead(table.select(out_cols), used, trimmed or g < len(groups))
 
     def offset_for_timestamp(self, timestamp: int) -> int | None:
         """The earliest offset whose record timestamp is ``>= timestamp``; None if there is none.
@@ -151,13 +251,14 @@ class SegmentReader:
         Timestamps need not be monotonic: the first row group whose max timestamp qualifies holds the
         answer (every earlier group has only smaller timestamps), and only its two index columns are read.
         """
-        with self._lock, self._decoding(self._file):
+        cols = ("offset", "timestamp")
+        with self._lock, self._reading_now(), self._decoding(self._file):
             self._open()
             groups = self._groups()
             for g, info in enumerate(groups):
                 if info.max_timestamp >= timestamp:
-                    self._prefetch(g, info.first_offset, 1, None, ["offset", "timestamp"])
-                    table = self._read_group(g, ["offset", "timestamp"])
+                    self._fetch_needed(g, info.first_offset, 1, None, cols, 0, 0)
+                    table = self._group(g, cols, sizes=False).table
                     idx = pc.index(pc.greater_equal(table.column("timestamp"), timestamp), True).as_py()
                     if idx < 0:
                         raise CorruptData(f"row group {g} has no timestamp >= its indexed max",
@@ -184,7 +285,42 @@ class SegmentReader:
                       for g, info in enumerate(footer.row_groups)]
             return _concat(tables, need).select(out_cols)
 
+    def warm(self, from_offset: int, columns: Sequence[str] | None = None) -> None:
+        """Start opening the segment and fetching the first window from ``from_offset``, in the background.
+
+        For a caller about to stream into this segment: its next read from ``from_offset`` then counts as
+        continuing one (read-ahead on). Does nothing if the reader is busy or already warmed; errors are
+        left for that read to meet.
+        """
+        if self._warming:  # a flag, not the lock: a read in progress must not delay the caller
+            return
+        self._warming = True
+        try:
+            fetch_pool().submit(self._warm, from_offset, _check_columns(columns))
+        except RuntimeError:  # the interpreter is shutting down: nothing to warm for
+            pass
+
+    def release(self) -> None:
+        """Drop cached bytes and cancel fetches not yet started (skipped while a read is in progress)."""
+        if self._lock.acquire(blocking=False):
+            try:
+                if self._reading:  # this thread is inside a read of this reader
+                    return
+                self._file.clear()
+                self._decoded = None
+                self._ahead_run = self._stream_group = -1
+            finally:
+                self._lock.release()
+
     # -- internals ----------------------------------------------------------------------------------------
+
+    @contextmanager
+    def _reading_now(self) -> Iterator[None]:
+        self._reading = True
+        try:
+            yield
+        finally:
+            self._reading = False
 
     @contextmanager
     def _decoding(self, file: RangedFile | None) -> Iterator[None]:
@@ -232,50 +368,137 @@ class SegmentReader:
         verify_footer(tail[footer_start - start: len(tail) - 8], source=self._source)
         self._file.prime(start, tail)
 
+    def _warm(self, from_offset: int, columns: list[str]) -> None:
+        """Pool task of :meth:`warm`: never waits for the lock or for other pool tasks."""
+        if not self._lock.acquire(blocking=False):
+            return
+        try:
+            if self._stream_group != -1:  # read already: its stream state is better than a guess
+                return
+            with self._decoding(self._file):
+                self._open()
+                g = bisect.bisect_left(self._last_offsets, from_offset)
+                if g < len(self._groups()):
+                    cols = ("offset", *(c for c in columns if c != "offset"))
+                    self._stream_group, self._ahead_columns, self._ahead_run = g, cols, -1
+                    self._read_ahead(g, cols)
+        except Exception:  # noqa: BLE001 - the read that needs this segment opens it again and meets the error
+            pass
+        finally:
+            self._lock.release()
+
     def _groups(self) -> tuple[RowGroupInfo, ...]:
         assert self._footer is not None
         return self._footer.row_groups
 
-    def _prefetch(self, g: int, from_offset: int, max_records: int | None, max_bytes: int | None,
-                  columns: Sequence[str]) -> None:
-        """Fetch group ``g`` and the following groups the read will likely need, coalesced."""
-        assert self._pf is not None
+    def _spans_for(self, columns: tuple[str, ...]) -> list[Span]:
+        """The byte span of every row group's chunks of ``columns`` (from the footer, computed once)."""
+        spans = self._spans.get(columns)
+        if spans is None:
+            assert self._pf is not None
+            meta = self._pf.metadata
+            spans = [_column_span(meta.row_group(i), columns) for i in range(meta.num_row_groups)]
+            self._spans[columns] = spans
+        return spans
+
+    def _fetch_needed(self, g: int, from_offset: int, max_records: int | None, max_bytes: int | None,
+                      columns: tuple[str, ...], rows: int, nbytes: int) -> int:
+        """Start fetching group ``g`` and the following groups the read will likely need (estimated from
+        the footer index, within the window), coalesced; returns the first group not requested."""
         groups = self._groups()
-        spans: list[tuple[int, int]] = []
-        rows = nbytes = 0
-        for i in range(g, len(groups)):
-            span = _column_span(self._pf.metadata.row_group(i), columns)
-            if spans and (span[1] - spans[0][0] > _WINDOW_BLOCKS * self._block_bytes
-                          or _satisfied(rows, nbytes, max_records, max_bytes)):
+        spans = self._spans_for(columns)
+        end = g
+        while end < len(groups):
+            if end > g and (spans[end][1] - spans[g][0] > self._window
+                            or _satisfied(rows, nbytes, max_records, max_bytes)):
                 break
-            spans.append(span)
-            info = groups[i]
-            if i == g and info.first_offset < from_offset:  # only part of it is wanted: estimate pro rata
+            info = groups[end]
+            if end == g and info.first_offset < from_offset:  # only part of it is wanted: estimate pro rata
                 frac = (info.last_offset - from_offset + 1) / (info.last_offset - info.first_offset + 1)
                 rows += max(1, int(info.num_rows * frac))
                 nbytes += int(info.size_bytes * frac)
             else:
                 rows += info.num_rows
                 nbytes += info.size_bytes
-        # groups already cached are skipped (a sequential reader fetches each byte once); the rest of the
-        # read-ahead window is fetched concurrently, one request per contiguous run of row groups
-        missing = [sp for sp in spans if not self._file.covers(*sp)]
-        self._file.prefetch_many(_coalesce(missing, limit=_GET_BLOCKS * self._block_bytes))
+            end += 1
+        # groups already cached are skipped (a sequential reader fetches each byte once); the rest is
+        # fetched concurrently, one request per contiguous run of row groups
+        missing = [sp for sp in spans[g:end] if not self._file.touch(*sp)]
+        self._file.fetch_async(_coalesce(missing, limit=self._get_bytes))
+        return end
 
-    def _read_group(self, g: int, columns: Sequence[str]) -> pa.Table:
-        assert self._pf is not None
-        table = self._pf.read_row_group(g, columns=list(columns), use_threads=False)
-        return self._checked(table, self._groups()[g], g)
+    def _runs_for(self, columns: tuple[str, ...]) -> tuple[list[tuple[int, int, int]], list[int]]:
+        """The row groups' spans coalesced from the first into GET runs ``(start, end, first group)``, and
+        the run of each group: the fixed units of streaming read-ahead (computed once per column set)."""
+        runs = self._runs.get(columns)
+        if runs is None:
+            spans = self._spans_for(columns)
+            merged = _coalesce_groups(spans, list(range(len(spans))), limit=self._get_bytes)
+            run_of = [0] * len(spans)
+            for r, (_, _, first) in enumerate(merged):
+                stop = merged[r + 1][2] if r + 1 < len(merged) else len(spans)
+                run_of[first:stop] = [r] * (stop - first)
+            runs = self._runs[columns] = (merged, run_of)
+        return runs
+
+    def _read_ahead(self, g: int, columns: tuple[str, ...]) -> None:
+        """Keep the window after group ``g``'s GET run fetching, in whole runs (streaming reads).
+
+        The run holding ``g`` is required (fetched whatever the bound); the runs ending within the window
+        after it are speculative: started while they fit, else by a later call. Groups already cached or
+        pending (and groups before ``g``) are left out of a run's GETs.
+        """
+        runs, run_of = self._runs_for(columns)
+        r = run_of[g]
+        j = max(self._ahead_run, r)
+        while j < len(runs) and (j == r or runs[j][1] - runs[r][1] <= self._window):
+            stop = runs[j + 1][2] if j + 1 < len(runs) else len(run_of)
+            spans = self._spans_for(columns)
+            todo = [spans[i] for i in range(max(g, runs[j][2]), stop) if not self._file.touch(*spans[i])]
+            gets = _coalesce(todo, limit=self._get_bytes)
+            if j == r:
+                self._file.fetch_async(gets)
+            elif self._file.fetch_async(gets, required=False, evict_below=spans[g][0]) < len(gets):
+                break  # the bound holds the rest back (a GET started in part is completed by a later call)
+            j += 1
+        self._ahead_run = j
+
+    def _group(self, g: int, columns: tuple[str, ...], *, sizes: bool) -> _Decoded:
+        """Row group ``g`` decoded and checked (the last one decoded is kept), with row sizes if asked."""
+        decoded = self._decoded
+        if decoded is None or decoded.group != g or decoded.columns != columns:
+            assert self._pf is not None
+            start, end = self._spans_for(columns)[g]
+            self._file.wait(start, end)  # its fetch's error is raised here, before pyarrow sees it
+            table = self._pf.read_row_group(g, columns=list(columns), use_threads=False)
+            decoded = _Decoded(g, columns, self._checked(table, self._groups()[g], g), None)
+        if sizes and decoded.sizes is None:
+            decoded = decoded._replace(sizes=row_sizes(decoded.table))
+        self._decoded = decoded
+        return decoded
+
+    def _after_read(self, table: pa.Table) -> None:
+        """Remember where a continuing read starts; a read that got the last record drops the held bytes."""
+        if not table.num_rows:
+            return
+        last = int(table.column("offset")[-1].as_py())
+        self._stream_group = bisect.bisect_left(self._last_offsets, last + 1)
+        if last >= self._last_offsets[-1]:
+            self._file.clear()
+            self._decoded = None
 
     def _checked(self, table: pa.Table, info: RowGroupInfo, g: int) -> pa.Table:
         """Check a decoded row group against the footer index (count, offsets, timestamps, schema)."""
         offs = np.asarray(table.column("offset").to_numpy(), dtype=np.int64)
         bad = (table.num_rows != info.num_rows or len(offs) == 0 or int(offs[0]) != info.first_offset
-               or int(offs[-1]) != info.last_offset or not bool(np.all(np.diff(offs) > 0)))
+               or int(offs[-1]) != info.last_offset or not bool(np.all(offs[1:] > offs[:-1])))
         if not bad and "timestamp" in table.column_names:
             mm = pc.min_max(table.column("timestamp"))
             bad = (mm["min"].as_py(), mm["max"].as_py()) != (info.min_timestamp, info.max_timestamp)
-        expected = pa.schema([RECORD_SCHEMA.field(n) for n in table.column_names])
+        names = tuple(table.column_names)
+        expected = self._schemas.get(names)
+        if expected is None:
+            expected = self._schemas[names] = pa.schema([RECORD_SCHEMA.field(n) for n in names])
         if bad or not table.schema.equals(expected):
             raise CorruptData(f"row group {g} disagrees with the footer index", source=self._source)
         return table.replace_schema_metadata(None)
@@ -319,14 +542,26 @@ def _column_span(rg: pq.RowGroupMetaData, columns: Sequence[str]) -> tuple[int, 
     return min(starts), max(ends)
 
 
-def _coalesce(spans: list[tuple[int, int]], *, limit: int | None = None) -> list[tuple[int, int]]:
+def _coalesce(spans: list[Span], *, limit: int | None = None) -> list[Span]:
     """Merge touching spans (never splitting one, so a row group stays in one cached extent), up to ``limit``."""
-    out: list[tuple[int, int]] = []
+    out: list[Span] = []
     for start, end in spans:
         if out and start <= out[-1][1] and (limit is None or max(out[-1][1], end) - out[-1][0] <= limit):
             out[-1] = (out[-1][0], max(out[-1][1], end))
         else:
             out.append((start, end))
+    return out
+
+
+def _coalesce_groups(spans: list[Span], groups: list[int], *, limit: int) -> list[tuple[int, int, int]]:
+    """Like :func:`_coalesce` over the spans of ``groups`` (ascending): ``(start, end, first group)`` runs."""
+    out: list[tuple[int, int, int]] = []
+    for g in groups:
+        start, end = spans[g]
+        if out and start <= out[-1][1] and max(out[-1][1], end) - out[-1][0] <= limit:
+            out[-1] = (out[-1][0], max(out[-1][1], end), out[-1][2])
+        else:
+            out.append((start, end, g))
     return out
 
 
@@ -336,11 +571,18 @@ def _concat(tables: list[pa.Table], columns: Sequence[str]) -> pa.Table:
     return pa.concat_tables(tables) if len(tables) > 1 else tables[0]
 
 
-def _limit(table: pa.Table, max_records: int | None, max_bytes: int | None) -> pa.Table:
-    if max_records is not None and table.num_rows > max_records:
-        table = table.slice(0, max_records)
-    if max_bytes is not None and table.num_rows > 1:
-        cum = np.cumsum(row_sizes(table))
-        keep = max(1, int(np.searchsorted(cum, max_bytes, side="right")))
-        table = table.slice(0, keep)
-    return table
+def _limit(table: pa.Table, sizes: npt.NDArray[np.int64] | None, max_records: int | None,
+           max_bytes: int | None, at_least_one: bool) -> tuple[pa.Table, int, bool]:
+    """The longest prefix within both budgets (at least one row if ``at_least_one``), its logical bytes
+    (``sizes`` are the rows' sizes, given with ``max_bytes``), and whether rows were left out."""
+    n = keep = table.num_rows
+    if max_records is not None:
+        keep = min(keep, max_records)
+    used = 0
+    if max_bytes is not None and keep:
+        assert sizes is not None
+        cum = np.cumsum(sizes[:keep])
+        fitting = int(np.searchsorted(cum, max_bytes, side="right"))
+        keep = max(1, fitting) if at_least_one else fitting
+        used = int(cum[keep - 1]) if keep else 0
+    return (table if keep == n else table.slice(0, keep)), used, keep < n

@@ -215,7 +215,10 @@ def test_ranged_file_prefetch_prime_and_short_fetch() -> None:
 def test_fetch_error_inside_pyarrow_read_passes_through(monkeypatch: pytest.MonkeyPatch,
                                                         big_segment: tuple[bytes, pa.RecordBatch]) -> None:
     data, _ = big_segment
-    monkeypatch.setattr(SegmentReader, "_prefetch", lambda *a, **k: None)  # pyarrow fetches via RangedFile
+    # nothing is fetched ahead of pyarrow's reads: pyarrow fetches via RangedFile
+    monkeypatch.setattr(SegmentReader, "_fetch_needed", lambda self, g, *a, **k: g + 1)
+    monkeypatch.setattr(SegmentReader, "_read_ahead", lambda *a, **k: None)
+    monkeypatch.setattr(RangedFile, "wait", lambda *a, **k: None)
     fetch = CountingFetch(data)
     reader = SegmentReader(fetch, len(data), source="big")
     assert reader.read(10, max_records=1).column("offset").to_pylist() == [10]
