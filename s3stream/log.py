@@ -242,6 +242,10 @@ class PartitionLog:
             try:
                 table = read_table(view, offset, log_id=self.log_id, segments=self._rt.segments,
                                    chunks=self._rt.chunks, max_records=max_records, max_bytes=max_bytes)
+                if table.num_rows == 0 and offset < view.log_end_offset:
+                    # only a compaction gap up to the end of a sealed-only view: the records are in the tail
+                    table = read_table(self._view(), offset, log_id=self.log_id, segments=self._rt.segments,
+                                       chunks=self._rt.chunks, max_records=max_records, max_bytes=max_bytes)
             except ObjectNotFound:
                 # a segment or WAL object was removed after our snapshot (retention, compaction, GC):
                 # re-read the manifest and try again (manifest-protocol.md T4)
@@ -420,7 +424,10 @@ class PartitionLog:
                                tuple(w.memory))
         m = self.manifest(refresh=True)
         chunks: list[ChunkRef] = []
-        if m.wal is not None:
+        # a read that starts in the sealed tier needs no scan of the writer's WAL namespace (a request per
+        # call for a sequential consumer): its view ends at the sealed end, and the read that crosses it
+        # asks again
+        if m.wal is not None and (for_offset is None or for_offset >= m.next_offset):
             chunks, _ = contiguous_chunks(self._rt.walindex.scan(m.wal), self.log_id, m.next_offset)
         leo = chunks[-1].chunk.last_offset + 1 if chunks else m.next_offset
         return LogView(m.log_start_offset, leo, m.next_offset, m.segments, tuple(chunks))

@@ -98,10 +98,10 @@ class Runtime:
         self.wal_root = wal_root
         self.metrics = metrics
         self.catalog = TopicCatalog(objstore, clock=clock, ids=ids, default_config=settings.default_topic_config)
-        # a reader keeps its read-ahead window (about 10 blocks); bound the readers by cache_bytes
+        # a reader holds at most 14 blocks (window + in flight); bound the readers by cache_bytes
         block = max(settings.read_ahead_bytes, 1 << 20)
         self.segments = SegmentReaderCache(objstore, block_bytes=block,
-                                           max_entries=max(4, settings.cache_bytes // (10 * block)))
+                                           max_entries=max(4, settings.cache_bytes // (14 * block)))
         self.chunks = ChunkCache(objstore)
         self.walindex = WalIndexCache(objstore)
         self._node: NodeRuntime | None = None

@@ -109,3 +109,21 @@ def test_t23_tombstone_in_the_dirty_range_removes_earlier_values_in_the_same_rou
     put_segment(log, [("a", None)])
     cleaned(store.run_cleaner())
     assert triples(read_all(log)) == [(1, b"b", b"1"), (2, b"a", None)]
+
+
+def test_another_node_reads_past_a_sealed_tier_emptied_by_compaction(env: Env) -> None:
+    # a reader that is not the writer skips the WAL scan for reads starting in the sealed tier; when the
+    # sealed tier holds no record at or after the offset (a dropped tombstone at its end), the read must
+    # still return the tail's records, never [] before the log end
+    store = env.open()
+    log = topic(store, **{"s3stream.tombstone.cleanup.on.idle": "true"})
+    put_segment(log, [("a", "1"), ("a", None)])
+    cleaned(store.run_cleaner())
+    env.clock.advance(1_000)
+    cleaned(store.run_cleaner())                         # the horizon passed: [0, 2) now holds nothing
+    log.append([kv("b", "2")])
+    store.flush()                                        # offset 2 is in a WAL object, not sealed
+    reader = env.open("reader").partition(log.topic, 0)
+    assert not reader.is_writer
+    assert triples(reader.read(0)) == [(2, b"b", b"2")]
+    assert triples(reader.read(1)) == [(2, b"b", b"2")]
