@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import itertools
 
+import pytest
+
+from s3stream.errors import InvalidRequest
 from s3stream.ids import IdSource
+from s3stream.objectstore.protocol import ObjectStore
 from s3stream.objectstore.s3 import ListOrder, S3ObjectStore
 
 MiB = 1 << 20
@@ -32,3 +36,25 @@ def empty_prefix(store: S3ObjectStore) -> None:
     """Delete every key the test left (so shared buckets stay small)."""
     for entry in list(store.list("")):
         store.delete(entry.key)
+
+
+class S3MultipartTests:
+    """What only an S3 server shows: multipart ETags (``-N``) and S3's minimum part size."""
+
+    def test_large_object_used_multipart(self, store: ObjectStore) -> None:
+        meta = store.put("big/mp", b"m" * (12 << 20))
+        assert meta.etag.strip('"').endswith("-3")  # 5 + 5 + 2 MiB parts
+
+    def test_upload_uses_multipart_above_one_part(self, store: ObjectStore) -> None:
+        small = store.open_upload("up/small", part_bytes=PART_SIZE)
+        small.write(b"s" * (PART_SIZE // 2))
+        assert "-" not in small.complete().etag  # one plain PUT
+        with store.open_upload("up/mp", part_bytes=PART_SIZE) as upload:
+            upload.write(b"m" * (2 * PART_SIZE + 1))
+            meta = upload.complete()
+        assert meta.etag.strip('"').endswith("-3")  # 5 + 5 MiB + 1 byte
+        assert store.head("up/mp").etag == meta.etag
+
+    def test_upload_refuses_parts_below_s3_minimum(self, store: ObjectStore) -> None:
+        with pytest.raises(InvalidRequest):
+            store.open_upload("up/tiny", part_bytes=PART_SIZE - 1)

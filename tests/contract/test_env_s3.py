@@ -18,13 +18,13 @@ from s3stream.objectstore.protocol import ObjectStore
 from s3stream.objectstore.url import parse_store_url
 from s3stream.testing.contract import ObjectStoreContract
 
-from .s3support import PAGINATION_KEYS, PART_SIZE, empty_prefix, fresh_s3_store
+from .s3support import PAGINATION_KEYS, PART_SIZE, S3MultipartTests, empty_prefix, fresh_s3_store
 
 URL = os.environ.get("S3STREAM_TEST_S3_URL", "")
 pytestmark = [pytest.mark.s3, pytest.mark.skipif(not URL, reason="S3STREAM_TEST_S3_URL is not set")]
 
 
-class TestEnvS3Contract(ObjectStoreContract):
+class TestEnvS3Contract(ObjectStoreContract, S3MultipartTests):
     atomic_conditional_writes = os.environ.get("S3STREAM_TEST_S3_ATOMIC", "1") != "0"
     pagination_keys = PAGINATION_KEYS
     upload_part_bytes = PART_SIZE

@@ -10,12 +10,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from s3stream.errors import InvalidRequest
 from s3stream.objectstore.protocol import ObjectStore
 from s3stream.objectstore.s3 import S3ObjectStore
 from s3stream.testing.contract import ObjectStoreContract
 
-from .s3support import PAGINATION_KEYS, PART_SIZE, empty_prefix, fresh_s3_store
+from .s3support import PAGINATION_KEYS, PART_SIZE, S3MultipartTests, empty_prefix, fresh_s3_store
 
 pytestmark = pytest.mark.s3
 BUCKET = "s3stream-contract"
@@ -27,7 +26,7 @@ def moto_bucket(moto_endpoint: str) -> str:
     return BUCKET
 
 
-class TestMotoContract(ObjectStoreContract):
+class TestMotoContract(ObjectStoreContract, S3MultipartTests):
     atomic_conditional_writes = False
     pagination_keys = PAGINATION_KEYS
     upload_part_bytes = PART_SIZE
@@ -39,21 +38,3 @@ class TestMotoContract(ObjectStoreContract):
         yield store
         empty_prefix(store)
         store.close()
-
-    def test_large_object_used_multipart(self, store: ObjectStore) -> None:
-        meta = store.put("big/mp", b"m" * (12 << 20))
-        assert meta.etag.strip('"').endswith("-3")  # 5 + 5 + 2 MiB parts
-
-    def test_upload_uses_multipart_above_one_part(self, store: ObjectStore) -> None:
-        small = store.open_upload("up/small", part_bytes=PART_SIZE)
-        small.write(b"s" * (PART_SIZE // 2))
-        assert "-" not in small.complete().etag  # one plain PUT
-        with store.open_upload("up/mp", part_bytes=PART_SIZE) as upload:
-            upload.write(b"m" * (2 * PART_SIZE + 1))
-            meta = upload.complete()
-        assert meta.etag.strip('"').endswith("-3")  # 5 + 5 MiB + 1 byte
-        assert store.head("up/mp").etag == meta.etag
-
-    def test_upload_refuses_parts_below_s3_minimum(self, store: ObjectStore) -> None:
-        with pytest.raises(InvalidRequest):
-            store.open_upload("up/tiny", part_bytes=PART_SIZE - 1)
