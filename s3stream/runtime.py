@@ -104,7 +104,8 @@ class Runtime:
                                            max_entries=max(4, settings.cache_bytes // (14 * block)))
         self.chunks = ChunkCache(objstore)
         self.walindex = WalIndexCache(objstore)
-        self._node: NodeRuntime | None = None
+        self._node: NodeRuntime | None = None  # set while recovering (seen only under _node_lock)
+        self._ready_node: NodeRuntime | None = None  # published once recovery is done (lock-free reads)
         self._node_lock = threading.RLock()
         self._logs: dict[tuple[str, str, int], PartitionLog] = {}
         self._logs_lock = threading.Lock()
@@ -147,11 +148,17 @@ class Runtime:
     # -- the node ----------------------------------------------------------------------------------
 
     def existing_node(self) -> NodeRuntime | None:
+        """The node if one was opened (possibly still recovering, or left half-recovered by a crash)."""
         return self._node
 
     def node_runtime(self) -> NodeRuntime:
-        """This process's writer node, opened (and recovered) on first use."""
-        node = self._node
+        """This process's writer node, opened (and recovered) on first use.
+
+        Other threads see the node only once recovery is done: recovery ends by detaching the partitions
+        it replayed, so an append that claimed a partition mid-recovery would lose its writer state (and
+        the next append would reuse its offsets). The recovering thread itself re-enters through the lock.
+        """
+        node = self._ready_node
         if node is not None:
             node.uploader.check()
             return node
@@ -185,9 +192,10 @@ class Runtime:
         except BaseException:
             wal.close()
             raise
-        self._node = NodeRuntime(self, chosen.node_id, wal, fence)
+        node = self._node = NodeRuntime(self, chosen.node_id, wal, fence)
         log.info("node %s opened (WAL %s, fence seq %d)", chosen.node_id, chosen.path, fence)
-        self._recover(self._node)
+        self._recover(node)
+        self._ready_node = node
 
     def recover_leftovers(self) -> None:
         """At store open: if an earlier process left a WAL directory behind, adopt and replay it."""

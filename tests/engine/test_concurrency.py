@@ -5,8 +5,11 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+import pytest
+
 import s3stream
 from s3stream import Record
+from s3stream.runtime import NodeRuntime
 
 from .helpers import abandon, open_mem, read_all
 
@@ -71,3 +74,46 @@ def test_concurrent_appends_reads_and_seals(mem_url: str, tmp_path: Path) -> Non
         for p in range(2):
             segs = recovered.partition("t", p).segments()
             assert all(s.size_bytes <= 600 for s in segs)
+
+
+def test_an_append_racing_node_recovery_waits_for_it(mem_url: str, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Recovery ends by detaching the partitions it touched: an append claiming a partition while the node
+    still recovers would lose its writer state, and the next append would reuse its offsets (a CI flake)."""
+    store = open_mem(mem_url, tmp_path, wal_fsync=False)
+    store.create_topic("t", partitions=1)
+    log = store.partition("t", 0)
+    rt = store.runtime
+    recovering = threading.Event()
+    appended = threading.Event()
+    real_recover = rt._recover
+
+    def slow_recover(node: NodeRuntime) -> None:
+        real_flush = node.uploader.flush
+
+        def flush_then_pause(timeout_s: float | None = None) -> None:
+            # the window: after recovery's flush, before it detaches the partitions it knows
+            real_flush(timeout_s)
+            recovering.set()
+            appended.wait(1.0)  # the racing append must NOT get through while we recover
+
+        monkeypatch.setattr(node.uploader, "flush", flush_then_pause)
+        real_recover(node)
+        monkeypatch.setattr(node.uploader, "flush", real_flush)
+
+    monkeypatch.setattr(rt, "_recover", slow_recover)
+    results: list[int] = []
+
+    def racer() -> None:
+        recovering.wait(10)
+        results.append(log.append([Record(b"k", b"racer")]).base_offset)
+        appended.set()
+
+    th = threading.Thread(target=racer)
+    th.start()
+    results.append(log.append([Record(b"k", b"opener")]).base_offset)
+    th.join(10)
+    results.append(log.append([Record(b"k", b"after")]).base_offset)
+    assert sorted(results) == [0, 1, 2]
+    assert [r.offset for r in read_all(log, 0)] == [0, 1, 2]
+    store.close()
