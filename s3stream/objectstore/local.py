@@ -433,7 +433,7 @@ class _LocalUpload(PartedUpload):
         self._tmp: Path | None = None
         self._md5 = hashlib.md5(usedforsecurity=False)
 
-    def _put_whole(self, data: bytes) -> ObjectMeta:
+    def _put_whole(self, data: bytearray) -> ObjectMeta:
         return self._store.put(self.key, data)
 
     def _send_part(self, number: int, data: bytearray | memoryview) -> None:

@@ -131,7 +131,7 @@ class _MemoryUpload(PartedUpload):
         self._store = store
         self._chunks: list[bytes] = []
 
-    def _put_whole(self, data: bytes) -> ObjectMeta:
+    def _put_whole(self, data: bytearray) -> ObjectMeta:
         return self._store.put(self.key, data)
 
     def _send_part(self, number: int, data: bytearray | memoryview) -> None:

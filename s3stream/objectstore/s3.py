@@ -205,14 +205,16 @@ class S3ObjectStore:
         view = memoryview(data).cast("B")
         size = len(view)
         if if_none_match or if_match is not None or size <= self._multipart_threshold:
-            body = data if isinstance(data, bytes) else view.tobytes()
+            body = data if isinstance(data, bytes | bytearray) else view.tobytes()
             etag = self._put_single(key, full, body, if_none_match=if_none_match, if_match=if_match)
         else:
             etag = self._put_multipart(key, full, view)
         return ObjectMeta(key, size, etag, self._clock.now_ms())
 
-    def _put_single(self, key: str, full: str, body: bytes, *, if_none_match: bool,
+    def _put_single(self, key: str, full: str, data: bytes | bytearray, *, if_none_match: bool,
                     if_match: str | None) -> str:
+        body = cast("bytes", data)  # botocore sends a bytearray as is (its stubs say bytes)
+
         def once() -> str:
             if if_none_match:
                 resp = self._client.put_object(Bucket=self._bucket, Key=full, Body=body, IfNoneMatch="*")
@@ -416,7 +418,7 @@ class _S3Upload(PartedUpload):
         self._upload_id: str | None = None
         self._done: list[CompletedPartTypeDef] = []
 
-    def _put_whole(self, data: bytes) -> ObjectMeta:
+    def _put_whole(self, data: bytearray) -> ObjectMeta:
         store = self._store
         etag = store._put_single(self.key, self._full, data, if_none_match=False, if_match=None)
         return ObjectMeta(self.key, len(data), etag, store._clock.now_ms())

@@ -103,7 +103,7 @@ class PartedUpload(_UploadState, ABC):
         self._check_open("complete")
         try:
             if self._parts == 0:
-                meta = self._put_whole(bytes(self._buf))
+                meta = self._put_whole(self._buf)  # no copy: the buffer is the body
             else:
                 last, self._buf = self._buf, bytearray()
                 self._send(last)  # never empty: a part is sent only once a byte follows it
@@ -123,8 +123,8 @@ class PartedUpload(_UploadState, ABC):
         self._discard()
 
     @abstractmethod
-    def _put_whole(self, data: bytes) -> ObjectMeta:
-        """Write an object of at most one part with one plain PUT."""
+    def _put_whole(self, data: bytearray) -> ObjectMeta:
+        """Write an object of at most one part with one plain PUT (``data`` is only valid during the call)."""
 
     @abstractmethod
     def _send_part(self, number: int, data: bytearray | memoryview) -> None:
