@@ -18,6 +18,7 @@ from rich.console import Console
 from benchmarks.params import MiB, make_params
 from benchmarks.report import print_table
 from benchmarks.targets import target_slug
+from s3stream.allocator import tune_allocator
 from s3stream.errors import S3StreamError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
@@ -27,6 +28,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
 @app.callback()
 def main() -> None:
     """s3stream benchmarks (see benchmarks/README.md)."""
+    tune_allocator()  # measured as s3stream's own processes run (s3stream/allocator.py)
 
 
 def _options(values: list[str]) -> dict[str, str]:

@@ -27,6 +27,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from s3stream.allocator import allocator_setting
+
 __all__ = [
     "CpuMeter",
     "LatencySummary",
@@ -244,6 +246,7 @@ def machine_info(wal_dir: str) -> dict[str, Any]:
         "python_implementation": platform.python_implementation(),
         "wal_dir_filesystem": _mount_of(wal_dir),
         "load_average_at_start": [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else None,
+        "allocator": allocator_setting(),
     }
 
 

@@ -572,9 +572,10 @@ class PartitionLog:
         # streamed: one read chunk, one row group and one upload part in memory, not the whole segment
         tables = read_chunks(view, seg.base_offset, seg.end_offset, log_id=self.log_id, segments=rt.segments,
                              chunks=rt.chunks)
-        ref = write_segment_stream(rt, topic_id=self._topic_id, partition=self._partition, tables=tables,
-                                   base_offset=seg.base_offset, last_offset=seg.end_offset - 1,
-                                   first_batch_max_ts=seg.first_batch_max_ts)
+        with rt.seal_slot:
+            ref = write_segment_stream(rt, topic_id=self._topic_id, partition=self._partition, tables=tables,
+                                       base_offset=seg.base_offset, last_offset=seg.end_offset - 1,
+                                       first_batch_max_ts=seg.first_batch_max_ts)
         # read the uploader's floor BEFORE our chunks: an object published in between is then either in
         # ``later`` or at/above the floor; the other order could skip it and hide its records from readers
         unpublished = node.uploader.lowest_unpublished_seq

@@ -113,6 +113,9 @@ class Runtime:
         self._memory_lock = threading.Lock()
         self._closed = False
         self.sealer = _Sealer(self)
+        # one seal at a time in this process, whichever thread runs it (the sealer, or a caller's flush()
+        # or roll()): a seal holds an upload part and a row group, and the memory bound counts one of each
+        self.seal_slot = threading.Lock()
 
     # -- partitions --------------------------------------------------------------------------------
 

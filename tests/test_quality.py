@@ -52,3 +52,11 @@ def test_readme_opens_with_two_commands_and_ci_runs_the_test_one() -> None:
 @pytest.mark.parametrize("path", ["docs/ARCHITECTURE.md", "docs/configuration.md", "README.md"])
 def test_docs_exist(path: str) -> None:
     assert (ROOT / path).stat().st_size > 500
+
+
+@pytest.mark.parametrize("path", ["docs/ARCHITECTURE.md", "docs/configuration.md", "README.md", "benchmarks/README.md"])
+def test_doc_headings_are_unique(path: str) -> None:
+    """A botched edit that pastes a document into itself shows up as repeated headings."""
+    headings = re.findall(r"^#{1,6} .+$", (ROOT / path).read_text(), re.M)
+    repeated = sorted({h for h in headings if headings.count(h) > 1})
+    assert not repeated, repeated

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import typer
 
+from s3stream.allocator import tune_allocator
 from s3stream.cli import localstack, maintenance, manifests, spark, topics
 from s3stream.cli.common import ErrorHandlingGroup
 from s3stream.cli.consume import consume
@@ -52,4 +53,5 @@ app.add_typer(spark.app, name="spark")
 
 def main() -> None:
     """Run the ``s3stream`` command line (console-script entry point)."""
+    tune_allocator()
     app()
