@@ -10,7 +10,12 @@ from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from s3stream.objectstore.metered import MeteredObjectStore
+from s3stream.objectstore.protocol import ObjectStore
+
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from s3stream.retention import RetentionPlan
 
 __all__ = ["StoreMetrics"]
@@ -37,9 +42,12 @@ class StoreMetrics:
         self.segments_sealed = Counter("s3stream_segments_sealed", "Segments sealed", ["topic"], registry=r)
         self.segment_bytes = Counter("s3stream_segment_bytes_written", "Segment object bytes written", ["topic"],
                                      registry=r)
-        self.requests = Counter("s3stream_object_store_requests", "Object store requests", ["op"], registry=r)
-        self.request_errors = Counter("s3stream_object_store_errors", "Object store errors", ["op", "kind"],
-                                      registry=r)
+        # counted by the MeteredObjectStore the runtime wraps around its store (see meter())
+        self.requests = Counter("s3stream_object_store_requests", "Object store requests (failed ones included)",
+                                ["op"], registry=r)
+        self.request_errors = Counter("s3stream_object_store_errors",
+                                      "Failed object store requests (404s and lost conditional puts included)",
+                                      ["op", "kind"], registry=r)
         self.buffered_bytes = Gauge("s3stream_buffered_bytes", "Bytes appended but not yet in a WAL object",
                                     registry=r)
         self.retention_segments = Counter("s3stream_retention_deleted_segments", "Segments deleted by retention",
@@ -51,6 +59,17 @@ class StoreMetrics:
         self.log_start_offset = Gauge("s3stream_log_start_offset", "Log start offset", ["topic", "partition"],
                                       registry=r)
         self.garbage_deleted = Counter("s3stream_gc_deleted_objects", "Objects deleted by GC", ["kind"], registry=r)
+
+    def meter(self, objstore: ObjectStore) -> ObjectStore:
+        """``objstore`` wrapped so its requests and errors count here (a store already metered is re-wrapped,
+        so each request counts once, in this registry)."""
+        if isinstance(objstore, MeteredObjectStore):
+            objstore = objstore.inner
+        return MeteredObjectStore(objstore, requests=self.requests, errors=self.request_errors)
+
+    def watch_buffered_bytes(self, read: Callable[[], float]) -> None:
+        """Read ``s3stream_buffered_bytes`` from ``read`` at each scrape."""
+        self.buffered_bytes.set_function(read)
 
     def appended(self, topic: str, records: int, nbytes: int) -> None:
         self.records_in.labels(topic).inc(records)

@@ -18,6 +18,7 @@ import bisect
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -28,10 +29,12 @@ from s3stream.manifest.model import SegmentRef
 from s3stream.objectstore.protocol import ByteRange, ObjectStore
 from s3stream.records import RECORD_SCHEMA
 from s3stream.segment import SegmentReader, row_sizes
+from s3stream.segment.ranged import fetch_pool
 from s3stream.walobject import decode_chunk
 from s3stream.walscan import ChunkRef
 
-__all__ = ["ChunkCache", "LogView", "MemBatch", "SegmentReaderCache", "read_table", "shift_offsets", "take_budget"]
+__all__ = ["ChunkCache", "LogView", "MemBatch", "SegmentReaderCache", "chunks_to_fetch", "read_table", "shift_offsets",
+           "take_budget"]
 
 DEFAULT_MAX_BYTES = 1 << 20
 
@@ -93,6 +96,10 @@ class SegmentReaderCache:
         self._lock = threading.Lock()
         self._cache: OrderedDict[str, SegmentReader] = OrderedDict()
 
+    @property
+    def max_entries(self) -> int:
+        return self._max
+
     def get(self, seg: SegmentRef) -> SegmentReader:
         with self._lock:
             reader = self._cache.get(seg.key)
@@ -123,7 +130,12 @@ class SegmentReaderCache:
 
 
 class ChunkCache:
-    """Decoded WAL-object chunks, bounded by bytes (tailing readers and sealing from the bucket)."""
+    """Decoded WAL-object chunks, bounded by bytes (tailing readers and sealing from the bucket).
+
+    :meth:`prefetch` loads chunks on the shared fetch pool ahead of a reader that will need them (a seal
+    walks its segment's chunks in order); a :meth:`get` of a chunk being prefetched waits for that load
+    instead of issuing a second GET. Pool tasks never wait for one another (the pool's rule).
+    """
 
     def __init__(self, store: ObjectStore, *, max_bytes: int = 64 << 20) -> None:
         self._store = store
@@ -131,6 +143,7 @@ class ChunkCache:
         self._bytes = 0
         self._lock = threading.Lock()
         self._cache: OrderedDict[tuple[str, str], pa.RecordBatch] = OrderedDict()
+        self._pending: dict[tuple[str, str], Future[pa.RecordBatch]] = {}
 
     def get(self, ref: ChunkRef, log_id: str) -> pa.RecordBatch:
         ck = (ref.key, log_id)
@@ -139,6 +152,32 @@ class ChunkCache:
             if hit is not None:
                 self._cache.move_to_end(ck)
                 return hit
+            pending = self._pending.get(ck)
+        if pending is not None:
+            try:
+                return pending.result()
+            except Exception:  # noqa: BLE001 - the load is repeated here, so a real error surfaces here
+                pass
+        return self._load(ref, log_id)
+
+    def prefetch(self, refs: Sequence[ChunkRef], log_id: str) -> None:
+        """Start loading ``refs`` (neither cached nor loading yet) in the background."""
+        pool = fetch_pool()
+        with self._lock:
+            for ref in refs:
+                ck = (ref.key, log_id)
+                if ck not in self._cache and ck not in self._pending:
+                    self._pending[ck] = pool.submit(self._prefetched, ref, log_id)
+
+    def _prefetched(self, ref: ChunkRef, log_id: str) -> pa.RecordBatch:
+        try:
+            return self._load(ref, log_id)
+        finally:
+            with self._lock:
+                self._pending.pop((ref.key, log_id), None)
+
+    def _load(self, ref: ChunkRef, log_id: str) -> pa.RecordBatch:
+        ck = (ref.key, log_id)
         c = ref.chunk
         data = self._store.get(ref.key, ByteRange(c.byte_start, c.byte_end))
         batch = decode_chunk(data, c, source=ref.key)
@@ -150,6 +189,23 @@ class ChunkCache:
                     _, old = self._cache.popitem(last=False)
                     self._bytes -= old.nbytes
         return batch
+
+
+def chunks_to_fetch(view: LogView, start: int, end: int, max_object_bytes: int) -> list[ChunkRef]:
+    """The WAL-object chunks a read of ``[start, end)`` will GET (those below the tail cache), in offset
+    order, up to about ``max_object_bytes`` of objects (at least one chunk when any is needed)."""
+    mem_start = view.memory[0].first if view.memory else view.log_end_offset  # the cache is a suffix
+    out: list[ChunkRef] = []
+    total = 0
+    for ref in view.chunks:
+        c = ref.chunk
+        if c.last_offset < start or max(c.base_offset, start) >= min(end, mem_start):
+            continue  # not wanted, or its wanted part is in the cache
+        if out and total + (c.byte_end - c.byte_start) > max_object_bytes:
+            break
+        out.append(ref)
+        total += c.byte_end - c.byte_start
+    return out
 
 
 def _row_sizes(table: pa.Table | pa.RecordBatch) -> pa.Array:
@@ -258,10 +314,12 @@ def _read_segment(view: LogView, pos: int, segments: SegmentReaderCache, records
     def warm_next() -> None:
         # a stream about to leave this segment: open the next ones (a window's worth of objects, at least
         # one) and start their first windows meanwhile
-        ahead, following = 0, view.segment_after(seg)
-        while following is not None and ahead < reader.window_bytes:
+        # (fewer than the cache holds: warming more would evict the reader in use and the first warmed ones)
+        ahead, opened, following = 0, 0, view.segment_after(seg)
+        while following is not None and ahead < reader.window_bytes and opened < segments.max_entries - 2:
             segments.warm(following)
             ahead += following.object_size
+            opened += 1
             following = view.segment_after(following)
 
     got = reader.read_budgeted(max(pos, seg.base_offset) - seg.offset_delta, max_records=records_left,

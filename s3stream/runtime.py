@@ -90,7 +90,8 @@ class Runtime:
     def __init__(self, *, url: str, objstore: ObjectStore, settings: StoreSettings, clock: Clock, ids: IdSource,
                  crash: CrashPoints, wal_root: str, metrics: StoreMetrics) -> None:
         self.url = url
-        self.objstore = objstore
+        # every request of this store's components counts in s3stream_object_store_requests/errors
+        self.objstore = objstore = metrics.meter(objstore)
         self.settings = settings
         self.clock = clock
         self.ids = ids
@@ -113,9 +114,11 @@ class Runtime:
         self._memory_lock = threading.Lock()
         self._closed = False
         self.sealer = _Sealer(self)
-        # one seal at a time in this process, whichever thread runs it (the sealer, or a caller's flush()
-        # or roll()): a seal holds an upload part and a row group, and the memory bound counts one of each
-        self.seal_slot = threading.Lock()
+        # at most seal_concurrency seals at once in this process, whichever threads run them (the sealer,
+        # or a caller's flush() or roll()): a seal holds an upload part and a row group, and the memory
+        # bound counts seal_concurrency of each
+        self.seal_slot = threading.BoundedSemaphore(settings.seal_concurrency)
+        metrics.watch_buffered_bytes(self._buffered_bytes)
 
     # -- partitions --------------------------------------------------------------------------------
 
@@ -279,6 +282,11 @@ class Runtime:
         with self._memory_lock:
             self._memory_bytes -= freed
 
+    def _buffered_bytes(self) -> float:
+        """What the node's uploader holds not yet in a WAL object (the s3stream_buffered_bytes gauge)."""
+        node = self._node
+        return 0.0 if node is None else float(node.uploader.buffered_bytes)
+
     def _node_id_setting(self) -> str | None:
         node_id = self.settings.node_id
         if node_id is not None and not _NODE_ID_RE.fullmatch(node_id):
@@ -314,31 +322,39 @@ class Runtime:
 
 
 class _Sealer:
-    """A background thread that seals rolled segments, so appends never wait for a segment PUT."""
+    """Background threads that seal rolled segments, so appends never wait for a segment PUT.
+
+    ``seal_concurrency`` threads take logs from one queue; a log is never sealed by two threads at once
+    (its seals must commit in order), so different partitions' seals overlap: one uploads while the next
+    reads and encodes. ``Runtime.seal_slot`` bounds the seals in flight from every thread to the same number.
+    """
 
     def __init__(self, rt: Runtime) -> None:
         self._rt = rt
         self._cond = threading.Condition()
         self._queue: dict[str, PartitionLog] = {}
-        self._busy = 0
+        self._running: set[str] = set()  # logs a thread is sealing now
+        self._failures: dict[str, int] = {}  # consecutive failed attempts per log (touched by its sealing thread)
         self._stopped = False
-        self._thread: threading.Thread | None = None
+        self._threads: list[threading.Thread] = []
 
     def request(self, plog: PartitionLog) -> None:
         with self._cond:
             if self._stopped:
                 return
             self._queue[plog.log_id] = plog
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="s3stream-sealer", daemon=True)
-                self._thread.start()
+            if len(self._threads) < min(self._rt.settings.seal_concurrency, len(self._queue) + len(self._running)):
+                thread = threading.Thread(target=self._run, name=f"s3stream-sealer-{len(self._threads)}",
+                                          daemon=True)
+                self._threads.append(thread)
+                thread.start()
             self._cond.notify_all()
 
     def drain(self, timeout_s: float | None = None) -> None:
         """Wait until every requested seal is done (or failed)."""
         deadline = None if timeout_s is None else self._rt.clock.monotonic() + timeout_s
         with self._cond:
-            while self._queue or self._busy:
+            while self._queue or self._running:
                 if deadline is not None and self._rt.clock.monotonic() > deadline:
                     return
                 self._cond.wait(0.05)
@@ -347,28 +363,34 @@ class _Sealer:
         with self._cond:
             self._stopped = True
             self._cond.notify_all()
-        if self._thread is not None:
-            self._thread.join(5)
+        for thread in self._threads:
+            thread.join(5)
+
+    def _next(self) -> PartitionLog | None:
+        """The next queued log no other thread is sealing (None once stopped); caller holds the lock."""
+        while not self._stopped:
+            for log_id, plog in self._queue.items():
+                if log_id not in self._running:
+                    del self._queue[log_id]
+                    self._running.add(log_id)
+                    return plog
+            self._cond.wait(1.0)
+        return None
 
     def _run(self) -> None:
-        failures: dict[str, int] = {}
         while True:
             with self._cond:
-                while not self._queue and not self._stopped:
-                    self._cond.wait(1.0)
-                if self._stopped:
+                plog = self._next()
+                if plog is None:
                     return
-                log_id, plog = next(iter(self._queue.items()))
-                del self._queue[log_id]
-                self._busy += 1
             retry = False
             try:
-                retry = _seal_safely(plog, failures, self._rt.clock.sleep)
+                retry = _seal_safely(plog, self._failures, self._rt.clock.sleep)
             finally:  # even when a BaseException (a simulated crash) ends the thread, drain() must not hang
                 with self._cond:
-                    self._busy -= 1
+                    self._running.discard(plog.log_id)
                     if retry and not self._stopped:
-                        self._queue.setdefault(log_id, plog)
+                        self._queue.setdefault(plog.log_id, plog)
                     self._cond.notify_all()
 
 

@@ -22,7 +22,7 @@ import pyarrow as pa
 
 from s3stream import layout
 from s3stream.manifest.model import SegmentRef
-from s3stream.readpath import ChunkCache, LogView, SegmentReaderCache, read_table
+from s3stream.readpath import ChunkCache, LogView, SegmentReaderCache, chunks_to_fetch, read_table
 from s3stream.segment import SegmentSummary, SegmentWriter, encode_segment
 
 if TYPE_CHECKING:
@@ -38,11 +38,14 @@ def read_chunks(view: LogView, start: int, end: int, *, log_id: str, segments: S
                 chunks: ChunkCache, max_bytes: int = SEAL_READ_BYTES) -> Iterator[pa.Table]:
     """The records at offsets ``[start, end)`` of ``view`` in order, as tables of about ``max_bytes``.
 
-    After each chunk the view forgets the tail-cache batches already read, so a batch the cache evicts
-    while a long seal runs is freed instead of being pinned by the seal until it ends.
+    WAL-object chunks below the tail cache are prefetched about two read chunks ahead, so the GETs overlap
+    the decoding and encoding. After each chunk the view forgets the tail-cache batches already read, so a
+    batch the cache evicts while a long seal runs is freed instead of being pinned by the seal until it ends.
     """
     pos = start
     while pos < end:
+        # the GETs of the next two chunks' worth of WAL-object data run while this one is decoded and encoded
+        chunks.prefetch(chunks_to_fetch(view, pos, end, 2 * max_bytes), log_id)
         table = read_table(view, pos, log_id=log_id, segments=segments, chunks=chunks, max_bytes=max_bytes,
                            until=end)
         if table.num_rows == 0:

@@ -109,10 +109,13 @@ class StoreSettings:
         "int", "Max unflushed bytes in memory; appends wait beyond it (backpressure).", 1))
     cache_bytes: int = field(default=128 * _MiB, metadata=_spec(
         "int", "Tail cache serving tailing readers and sealing without S3 reads (0 disables).", 0))
-    read_ahead_bytes: int = field(default=1 * _MiB, metadata=_spec(
+    read_ahead_bytes: int = field(default=2 * _MiB, metadata=_spec(
         "int", "Bytes fetched ahead by sequential readers of sealed segments (0 disables).", 0))
     upload_concurrency: int = field(default=4, metadata=_spec(
         "int", "Parallel object uploads (WAL objects, segments).", 1))
+    seal_concurrency: int = field(default=2, metadata=_spec(
+        "int", "Segments this process seals at once (each holds up to one upload part): one seal's upload "
+               "overlaps the next one's reads and encoding.", 1))
     segment_row_group_bytes: int = field(default=1 * _MiB, metadata=_spec(
         "int", "Target Parquet row-group size in segment objects: the unit of a ranged read.", 1))
     segment_upload_part_bytes: int = field(default=128 * _MiB, metadata=_spec(

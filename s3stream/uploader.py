@@ -153,8 +153,11 @@ class Uploader:
             while (self._buf.nbytes + self._inflight_bytes + nbytes > self._buffer_bytes
                    and (self._buf.nbytes or self._inflight_bytes)):
                 self._check_locked()
-                self._flush_target = max(self._flush_target, self._added)
-                self._cond.notify_all()
+                if self._flush_target < self._added:
+                    # everything buffered is due now: wake the flush thread, once per new target (waiters
+                    # notifying each other on every wake-up would keep the whole pool spinning on the GIL)
+                    self._flush_target = self._added
+                    self._cond.notify_all()
                 self._cond.wait(0.05)
             self._check_locked()
 
@@ -234,7 +237,9 @@ class Uploader:
                 while not self._closing and self._failed is None and (
                         not self._due() or len(self._inflight) >= self._concurrency):
                     timeout = 0.5
-                    if self._buf.first_at is not None:
+                    # with every upload slot busy, only a finished upload (it notifies) can let us go on:
+                    # a timeout computed from an overdue flush would be 0, a busy loop holding the GIL
+                    if len(self._inflight) < self._concurrency and self._buf.first_at is not None:
                         timeout = max(0.0, self._buf.first_at + self._interval_s - self._clock.monotonic())
                     self._cond.wait(min(timeout, 0.5))
                 if self._failed is not None or (self._closing and not self._buf.items):

@@ -21,7 +21,7 @@ MiB = 1024 * 1024
 # (setting, smallest valid value): one below is rejected.
 INT_MINIMUMS = {
     "flush_interval_ms": 1, "flush_bytes": 1, "wal_file_bytes": 1, "buffer_bytes": 1, "cache_bytes": 0,
-    "read_ahead_bytes": 0, "upload_concurrency": 1, "segment_row_group_bytes": 1,
+    "read_ahead_bytes": 0, "upload_concurrency": 1, "seal_concurrency": 1, "segment_row_group_bytes": 1,
     "segment_upload_part_bytes": 5 * MiB, "commit_timeout_ms": 1,
     "orphan_min_age_ms": 0, "manifest_min_age_ms": 0, "log_retention_check_interval_ms": 1,
     "log_cleaner_threads": 1, "log_cleaner_dedupe_buffer_size": 1, "log_cleaner_backoff_ms": 0,
@@ -32,8 +32,8 @@ def test_defaults() -> None:
     s = StoreSettings()
     assert s.ack == "wal" and s.flush_interval_ms == 250 and s.flush_bytes == 8 * MiB
     assert s.wal_dir is None and s.wal_fsync is True and s.wal_file_bytes == 64 * MiB
-    assert s.buffer_bytes == 64 * MiB and s.cache_bytes == 128 * MiB and s.read_ahead_bytes == 1 * MiB
-    assert s.upload_concurrency == 4 and s.segment_row_group_bytes == 1 * MiB
+    assert s.buffer_bytes == 64 * MiB and s.cache_bytes == 128 * MiB and s.read_ahead_bytes == 2 * MiB
+    assert s.upload_concurrency == 4 and s.seal_concurrency == 2 and s.segment_row_group_bytes == 1 * MiB
     assert s.segment_upload_part_bytes == 128 * MiB
     assert s.commit_timeout_ms == 60000
     assert s.orphan_min_age_ms == 3_600_000 and s.manifest_min_age_ms == 3_600_000

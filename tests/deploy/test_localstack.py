@@ -155,7 +155,10 @@ def test_local_stack_command_serves_produce_and_consume_then_stops_on_ctrl_c(
         _use_stack_credentials(monkeypatch, creds)
         _produce_and_consume(url, tmp_path / "client")
         with urllib.request.urlopen(metrics_url, timeout=10) as response:
-            assert b"s3stream_object_store_requests_total" in response.read()
+            metrics = response.read().decode()
+        # a sample with a value, not just the HELP/TYPE lines: the serving store's requests are counted
+        counted = re.findall(r'^s3stream_object_store_requests_total\{op="([a-z_]+)"\} (\S+)$', metrics, re.M)
+        assert any(float(value) > 0 for _, value in counted), metrics
 
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=60) == 0, err.read_text()
