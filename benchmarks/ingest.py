@@ -12,7 +12,8 @@ costs, not ingest).
 
 Latency at half load: the same store, a fresh topic, producers rate-limited to half the sustained
 payload rate, appending ``latency_batch_records``-record batches; each append's acknowledgement
-latency (call to return: WAL fsync'd, group commit) is one sample.
+latency (call to return: WAL fsync'd, group commit) is one sample. Meanwhile a separate process probes
+the raw fsync latency of the same disk (:mod:`benchmarks.fsyncprobe`): the disk in the phase's conditions.
 
 Memory: peak RSS of the process over the sustained-ingest phase (producers and final flush).
 """
@@ -21,8 +22,10 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from benchmarks.fsyncprobe import FsyncProbe
 from benchmarks.measure import PeakRss, current_rss_bytes, mb_per_s
 from benchmarks.params import Params
 from benchmarks.profiler import maybe_sample
@@ -113,14 +116,17 @@ def run_ingest(target: Target, params: Params, progress: PhaseProgress) -> Inges
         rate = 0.5 * sustained["payload_mb_per_s"] * 1e6
         store.create_topic("latency", partitions=params.partitions, config=topic_config)
         lat_logs = _warm_up(store, "latency", params.partitions, small[0])
+        probe = FsyncProbe(Path(target.wal_dir("fsync-probe")), params.latency_seconds)
         with progress.phase(f"ack latency at half load ({rate / 1e6:.1f} MB/s)", seconds=params.latency_seconds), \
-                maybe_sample(params.profile) as sampler:
+                maybe_sample(params.profile) as sampler, probe:
             paced = Producers(lat_logs, small, producers=params.producers).run(
                 seconds=params.latency_seconds, rate_bytes_per_s=rate)
         if sampler is not None:
             profiles["latency_at_half_load"] = sampler.result()
         latency = {**paced.as_dict(), "offered_payload_mb_per_s": round(rate / 1e6, 2),
                    "batch_records": params.latency_batch_records}
+        if probe.summary is not None:
+            latency["fsync_during_phase_ms"] = probe.summary.as_dict()
     finally:
         store.close()
     return IngestOutcome(sustained, latency, memory, profiles)

@@ -68,6 +68,23 @@ class Figure:
                    target, passed, details or {})
 
 
+def _probe_text(probe: dict[str, Any] | None) -> str:
+    if not probe or not probe.get("count"):
+        return ""
+    return (f"; meanwhile a separate process's 4 KiB write + fdatasync on the same disk took p50 "
+            f"{probe['p50_ms']:.2f} / p99 {probe['p99_ms']:.2f} / max {probe['max_ms']:.2f} ms "
+            f"({probe['count']} samples)")
+
+
+def _fsync_reference(idle_p99_ms: float, lat: dict[str, Any]) -> tuple[float, str]:
+    """The raw fsync p99 an append's latency is judged against: the disk's, probed by a separate process
+    while the phase ran (same disk, same load: benchmarks.fsyncprobe); the idle figure for older results."""
+    during = lat.get("fsync_during_phase_ms")
+    if during and during.get("count"):
+        return float(during["p99_ms"]), f"raw fsync p99 (4 KiB, same disk during the phase; idle {idle_p99_ms:.3g} ms)"
+    return idle_p99_ms, "raw fsync p99 (4 KiB, idle disk)"
+
+
 def build_figures(raw: dict[str, Any], m: dict[str, Any], settings: dict[str, Any]) -> list[Figure]:
     """The six figures of the engine benchmark from the raw limits and the measurements ``m``."""
     disk, put = raw["disk_fsync_write"]["mb_per_s"], raw["put"]["mb_per_s"]
@@ -83,10 +100,11 @@ def build_figures(raw: dict[str, Any], m: dict[str, Any], settings: dict[str, An
                      ingest["payload_mb_per_s"], "MB/s", min(disk, put), "min(raw fsync'd disk, raw PUT)",
                      at_least=0.5, details=_ingest_details(ingest, put)),
         Figure.judge("ack_latency_p99", "Append ack latency p99 at half load", lat["ack_latency_ms"]["p99_ms"],
-                     "ms", fsync_p99, "raw fsync p99 (4 KiB)", at_most=2.0,
+                     "ms", *_fsync_reference(fsync_p99, lat), at_most=2.0,
                      details={"p50_ms": lat["ack_latency_ms"]["p50_ms"], "p999_ms": lat["ack_latency_ms"]["p999_ms"],
                               "achieved_payload_mb_per_s": lat["payload_mb_per_s"],
-                              "offered_payload_mb_per_s": lat["offered_payload_mb_per_s"]}),
+                              "offered_payload_mb_per_s": lat["offered_payload_mb_per_s"],
+                              "idle_fsync_p99_ms": fsync_p99}),
     ]
     for key in ("put_cost_one", "put_cost_many"):
         cost = m[key]
@@ -238,7 +256,8 @@ def _workload_text(params: dict[str, Any], m: dict[str, Any], raw_put_mb_per_s: 
         f"- Ack latency at half load: batches of {lat['batch_records']} records, offered "
         f"{lat['offered_payload_mb_per_s']} MB/s, achieved {lat['payload_mb_per_s']} MB/s, "
         f"p50 {lat['ack_latency_ms']['p50_ms']:.2f} / p99 {lat['ack_latency_ms']['p99_ms']:.2f} / "
-        f"p999 {lat['ack_latency_ms']['p999_ms']:.2f} ms over {lat['ack_latency_ms']['count']} appends.",
+        f"p999 {lat['ack_latency_ms']['p999_ms']:.2f} ms over {lat['ack_latency_ms']['count']} appends"
+        + _probe_text(lat.get("fsync_during_phase_ms")) + ".",
         f"- Sequential read: {read['records']:,} records in {read['read_calls']} read_arrow calls of "
         f"<= {read['read_max_bytes'] // MiB} MiB from {read['sealed_segments']} sealed segments; "
         f"{read['object_mb_per_s']} MB/s of object bytes; process CPU {read['cpu'].get('process_cpu_cores', '?')} "

@@ -71,6 +71,10 @@ def test_engine_benchmark_writes_result_files_of_the_documented_shape(tmp_path: 
     assert m["put_cost_many"]["one_time_puts"]["manifest"] == 20  # one writer claim per partition
     assert m["put_cost_one"]["puts"]["manifest"] == m["put_cost_one"]["puts"]["segment"]  # one per seal
     assert m["latency"]["ack_latency_ms"]["count"] > 0
+    probe = m["latency"]["fsync_during_phase_ms"]  # a separate process probed the disk during the phase
+    assert probe["count"] > 0 and probe["p99_ms"] >= probe["p50_ms"] > 0
+    assert figures["ack_latency_p99"]["reference"] == pytest.approx(probe["p99_ms"], rel=0.01)
+    assert figures["ack_latency_p99"]["details"]["idle_fsync_p99_ms"] == raw["fsync_latency"]["latency_ms"]["p99_ms"]
     assert {"sustained_ingest", "latency_at_half_load", "sequential_read"} <= result["profiles"].keys()
     markdown = out.with_suffix(".md").read_text()
     assert "| Sustained ingest, ack=wal, flushed to target |" in markdown and "## Raw limits" in markdown
