@@ -12,12 +12,17 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["HEADER", "summary_rows", "summary_table"]
+__all__ = ["HEADER", "RAW_HEADER", "raw_rows", "summary_rows", "summary_table"]
 
 HEADER = ("| Target | ingest ack=wal MB/s (/ raw) | ack=wal p99 ms (/ fsync p99) | ack=s3 p99 ms | "
           "e2e p99 ms (/ WarpStream 900) | catch-up MB/s (/ raw GET) | compaction MB/s (/ raw) | "
           "mixed lag p99 ms | PUT/GiB (naive) | $/month at 10 MB/s (naive) | File |\n"
           "|---|---|---|---|---|---|---|---|---|---|---|")
+
+
+RAW_HEADER = ("| Target | fsync'd disk MB/s | fsync p99 ms | concurrent PUT MB/s | PUT p50 / p99 ms | "
+              "concurrent ranged GET MB/s | GET p50 / p99 ms |\n"
+              "|---|---|---|---|---|---|---|")
 
 
 def _fig(result: dict[str, Any], workload: str, name: str) -> float | None:
@@ -72,7 +77,28 @@ def summary_rows(results: Iterable[tuple[Path, dict[str, Any]]]) -> list[str]:
     return rows
 
 
+def raw_rows(results: Iterable[tuple[Path, dict[str, Any]]]) -> list[str]:
+    """One markdown row per result file: the raw limits its ratios are taken against."""
+    rows = []
+    for path, r in results:
+        raw = r.get("raw_limits", {})
+
+        def get(key: str, raw: dict[str, Any] = raw) -> float | None:
+            value = raw.get(key)
+            return None if value is None else float(value)
+
+        cells = [
+            f"`{r.get('target', {}).get('spec', r.get('slug', path.stem))}`",
+            _num(get("disk_mb_per_s")), _num(get("fsync_p99_ms")), _num(get("put_mb_per_s")),
+            f"{_num(get('put_p50_ms'))} / {_num(get('put_p99_ms'))}", _num(get("get_mb_per_s")),
+            f"{_num(get('get_p50_ms'))} / {_num(get('get_p99_ms'))}",
+        ]
+        rows.append("| " + " | ".join(cells) + " |")
+    return rows
+
+
 def summary_table(paths: Iterable[Path]) -> str:
-    """The header and a row per result file, in the order given."""
+    """The figures table (a row per result file, in the order given), then the raw limits of the same runs."""
     loaded = [(p, json.loads(p.read_text())) for p in paths]
-    return "\n".join([HEADER, *summary_rows(loaded)]) + "\n"
+    return "\n".join([HEADER, *summary_rows(loaded), "", "Raw limits measured in the same runs:", "",
+                      RAW_HEADER, *raw_rows(loaded)]) + "\n"

@@ -12,15 +12,28 @@ Everything is seeded: samples come from the injected :class:`IdSource`, sleeps g
 :class:`Clock`, so a benchmark or simulation with a fixed seed is reproducible. ``time_scale`` shrinks
 every delay (e.g. 0.01 in tests) while keeping the shape of the distribution.
 
-Sources of the numbers in :data:`LATENCY_PROFILES` (as of 2024-2025):
+Sources of the numbers in :data:`LATENCY_PROFILES` (as of 2024-2025), and what is our assumption:
 
-* AWS, *Amazon S3 User Guide - Performance guidelines / design patterns*: small-object and first-byte
-  latencies of "roughly 100-200 milliseconds" at the tail; typical first byte p50 is 20-30 ms for GET
-  and somewhat higher for PUT; single connections sustain ~85-90 MB/s (the guidance to parallelize
-  ranged GETs and multipart uploads above that).
-* AWS, *S3 Express One Zone* product page and user guide: "consistent single-digit millisecond"
-  request latency, up to 10x faster than S3 Standard.
-* LAN (a MinIO/SeaweedFS server on the same 10 GbE network): ~1 ms round trips, disk-bound bandwidth.
+* S3 Standard, first-byte latency: AWS, *Best Practices Design Patterns: Optimizing Amazon S3
+  Performance*, "Timeouts and Retries for Latency-Sensitive Applications"
+  (https://docs.aws.amazon.com/whitepapers/latest/s3-optimizing-performance-best-practices/timeouts-and-retries-for-latency-sensitive-applications.html):
+  for requests under 512 KB "median latencies are often in the tens of milliseconds", with retries
+  advised after 2 s; and the S3 User Guide, *Performance design patterns*
+  (https://docs.aws.amazon.com/AmazonS3/latest/userguide/optimizing-performance-design-patterns.html):
+  consistent small-object and first-byte latencies of roughly 100-200 ms for latency-sensitive
+  applications, which we take as the p99. The PUT medians above the GET ones are our assumption (a write
+  is acknowledged only once stored redundantly).
+* S3 Standard, bandwidth: the S3 User Guide, *Performance guidelines*, "Scale storage connections
+  horizontally" (https://docs.aws.amazon.com/AmazonS3/latest/userguide/optimizing-performance-guidelines.html):
+  one connection per 85-90 MB/s of desired throughput, hence 90 MB/s per GET connection. 60 MB/s per PUT
+  connection is our assumption (uploads also carry signing and checksums), not an AWS figure.
+* S3 Express One Zone: the S3 User Guide, *S3 Express One Zone*
+  (https://docs.aws.amazon.com/AmazonS3/latest/userguide/s3-express-one-zone.html): "consistent
+  single-digit millisecond" request latency, up to 10x faster than S3 Standard; the 100 MB/s per
+  connection is our assumption.
+* LAN (a MinIO or SeaweedFS server on the same 10 GbE network): our assumption, not a published
+  figure: ~1 ms round trips (network plus the server's request handling) and bandwidth below 10 GbE's
+  line rate of 1250 MB/s, bounded by the server's disks.
 """
 
 from __future__ import annotations
