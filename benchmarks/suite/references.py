@@ -86,9 +86,11 @@ PUBLISHED: tuple[Reference, ...] = (
               "10 ms client linger, 50 ms Agent batch timeout, S3 Express One Zone", _WARPSTREAM_LATENCY),
     Reference("automq_s3wal_batch_interval", "AutoMQ", "S3 WAL commits a batch every 250 ms (or 8 MiB)", 250.0,
               "ms", "S3 WAL defaults: batchInterval=250 ms, maxBytesInBatch=8388608 bytes",
-              "https://www.automq.com/docs/automq/configuration/object-storage-configuration"),
+              "https://www.automq.com/docs/automq/configuration/object-storage-configuration",
+              compare=(("ingest", "ack_s3_p50_ms"),), plot=(("ingest", "ack=s3"),)),
     Reference("automq_s3_put_4mib_p99", "AutoMQ", "PUT of a 4 MiB object to S3: p99 about 400 ms", 400.0, "ms",
-              "their empirical data, AWS S3", "https://docs.automq.com/automq/configuration/performance-tuning-for-client"),
+              "their empirical data, AWS S3", "https://docs.automq.com/automq/configuration/performance-tuning-for-client",
+              plot=(("ingest", "ack=s3"),)),
 )
 
 
