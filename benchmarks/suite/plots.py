@@ -37,13 +37,14 @@ def _figure(width: float = 8.0, height: float = 4.5) -> Figure:
 
 def _save(fig: Figure, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, format="png")
+    fig.savefig(path, format="png", bbox_inches="tight")  # nothing clipped, whatever the legend's width
 
 
 def latency_cdf(workload: str, latencies: Mapping[str, Sequence[float]], refs: Sequence[Mapping[str, Any]],
                 path: Path) -> None:
     """One line per latency sample (log x), dashed vertical lines for the references drawn on it."""
-    fig = _figure(height=5.5)
+    entries = len(latencies) + len(refs)
+    fig = _figure(height=4.5 + 0.2 * entries)  # the legend is one column of long labels below the axes
     ax = fig.subplots()
     for name, samples in latencies.items():
         xs = sorted(max(float(x), 1e-3) for x in samples)
@@ -61,7 +62,7 @@ def latency_cdf(workload: str, latencies: Mapping[str, Sequence[float]], refs: S
     ax.set_ylabel("fraction of samples <= x")
     ax.set_title(f"{workload}: latency CDF")
     ax.grid(True, which="both", alpha=0.3)
-    fig.legend(loc="outside lower center", ncols=2, fontsize="small")
+    fig.legend(loc="outside lower center", ncols=1, fontsize="small")
     _save(fig, path)
 
 
