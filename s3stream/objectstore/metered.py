@@ -76,28 +76,13 @@ class MeteredObjectStore(ForwardingObjectStore):
 
     def put(self, key: str, data: bytes | bytearray | memoryview, *, if_none_match: bool = False,
             if_match: str | None = None) -> ObjectMeta:
-        self._requests["put"].inc()
-        try:
-            return self.inner.put(key, data, if_none_match=if_none_match, if_match=if_match)
-        except Exception as exc:
-            self._failed("put", exc)
-            raise
+        return self._call("put", lambda: self.inner.put(key, data, if_none_match=if_none_match, if_match=if_match))
 
     def get(self, key: str, byte_range: ByteRange | None = None) -> bytes:
-        self._requests["get"].inc()
-        try:
-            return self.inner.get(key, byte_range)
-        except Exception as exc:
-            self._failed("get", exc)
-            raise
+        return self._call("get", lambda: self.inner.get(key, byte_range))
 
     def head(self, key: str) -> ObjectMeta:
-        self._requests["head"].inc()
-        try:
-            return self.inner.head(key)
-        except Exception as exc:
-            self._failed("head", exc)
-            raise
+        return self._call("head", lambda: self.inner.head(key))
 
     def list(self, prefix: str, *, start_after: str | None = None) -> Iterator[ListEntry]:
         try:
