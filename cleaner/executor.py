@@ -1,8 +1,9 @@
 """One cleaning round of one partition: build the offset map, rewrite, swap atomically (I/O adapter).
 
 Order of effects (crash points in brackets): read the dirty range's keys (column projection) into the
-offset map -> read every group of segments overlapping ``[0, end_offset)`` chunk by chunk, filter it
-through the shared keep rules (:mod:`cleaner.keep`) and PUT its survivors as one new segment under a
+offset map -> read every group of segments overlapping ``[0, end_offset)`` chunk by chunk (skipping row
+groups the keep rules drop whole, :func:`cleaner.keep.droppable`), filter it through the shared keep
+rules (:mod:`cleaner.keep`) and PUT its survivors as one new segment under a
 fresh key (reads, filtering and PUTs overlap: :mod:`cleaner.scan`) ->
 [clean.after_outputs_put] -> ONE manifest commit that replaces exactly the input segments and sets the
 checkpoint, applied only if every input is still present and this cleaner's epoch is current ->
@@ -25,9 +26,9 @@ import pyarrow.compute as pc
 
 from cleaner.grouping import group_segments
 from cleaner.intents import HORIZON_ATTRIBUTE, set_attribute
-from cleaner.keep import KeepStats, retain
+from cleaner.keep import KeepStats, droppable, dropped_whole, retain
 from cleaner.offsetmap import OffsetMap, OffsetMapBuilder
-from cleaner.scan import prefetched, read_ahead, segment_chunks, segment_keys
+from cleaner.scan import Dropped, prefetched, read_ahead, segment_chunks, segment_keys
 from cleaner.selection import LogToClean
 from s3stream.config import TopicConfig
 from s3stream.errors import CommitConflict, Fenced, S3StreamError
@@ -55,7 +56,8 @@ class CleanResult:
 
     Byte counts are logical record bytes (what ``segment.bytes`` counts): ``bytes_read`` of the rewritten
     inputs, ``bytes_written`` of the outputs, so ``bytes_written / bytes_read`` is Kafka's recopy ratio;
-    ``map_bytes_read`` is what the offset map read (offsets and keys only).
+    ``map_bytes_read`` is what the offset map read (offsets and keys only); ``records_unread`` of the
+    records read were dropped from the footer alone (row groups with no survivor are never fetched).
     """
 
     log_id: str
@@ -75,6 +77,7 @@ class CleanResult:
     duration_s: float
     min_horizon_ms: int | None
     map_bytes_read: int = 0
+    records_unread: int = 0
 
     @property
     def records_removed(self) -> int:
@@ -104,6 +107,7 @@ class _Rewrite:
     totals: KeepStats
     min_horizon: int | None
     bytes_read: int
+    unread: int = 0
 
 
 def clean_log(rt: Runtime, plog: PartitionLog, plan: LogToClean, *, epoch: Epoch, capacity: int,
@@ -124,7 +128,7 @@ def clean_log(rt: Runtime, plog: PartitionLog, plan: LogToClean, *, epoch: Epoch
                            omap.utilization, rw.bytes_read, 0 if aborted else sum(r.size_bytes for r in rw.outputs),
                            t.records_read, t.records_kept, t.invalid_dropped, t.tombstones_dropped,
                            sum(len(g) for g in groups), 0 if aborted else len(rw.outputs),
-                           rt.clock.monotonic() - started, rw.min_horizon, map_read)
+                           rt.clock.monotonic() - started, rw.min_horizon, map_read, rw.unread)
 
     if not groups:  # the segments went away since the plan (retention): nothing to swap
         return result(_Rewrite([], KeepStats(0, 0, 0, 0, 0), None, 0), aborted=True)
@@ -159,7 +163,11 @@ def _rewrite(rt: Runtime, plog: PartitionLog, groups: list[list[SegmentRef]], om
         pending: Future[SegmentRef] | None = None
         try:
             parts: list[pa.Table] = []
-            for gi, chunk in read_ahead(pool, _tagged_chunks(rt, groups)):
+            for gi, chunk in read_ahead(pool, _tagged_chunks(rt, groups, omap)):
+                if isinstance(chunk, Dropped):  # never fetched: the footer says every record goes
+                    rw.totals = _add(rw.totals, dropped_whole(chunk.records, chunk.unkeyed, chunk.tombstones))
+                    rw.unread += chunk.records
+                    continue
                 if chunk is not None:
                     kept, stats = retain(chunk, omap, now_ms=now_ms, delete_retention_ms=cfg.delete_retention_ms)
                     rw.totals = _add(rw.totals, stats)
@@ -180,10 +188,14 @@ def _rewrite(rt: Runtime, plog: PartitionLog, groups: list[list[SegmentRef]], om
                 rw.outputs.append(pending.result())  # PUT although the round failed: deleted with the rest
 
 
-def _tagged_chunks(rt: Runtime, groups: list[list[SegmentRef]]) -> Iterator[tuple[int, pa.Table | None]]:
+def _tagged_chunks(rt: Runtime, groups: list[list[SegmentRef]], omap: OffsetMap
+                   ) -> Iterator[tuple[int, pa.Table | Dropped | None]]:
     """``(group index, chunk)`` for every chunk of every group, then ``(group index, None)`` ending it."""
+    def drop(first: int, last: int) -> bool:
+        return droppable(omap, first, last)
+
     for gi, group in enumerate(groups):
-        for chunk in segment_chunks(rt, group):
+        for chunk in segment_chunks(rt, group, droppable=drop):
             yield gi, chunk
         yield gi, None
 

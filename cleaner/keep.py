@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 
 from cleaner.offsetmap import OffsetMap
 
-__all__ = ["KeepStats", "retain"]
+__all__ = ["KeepStats", "droppable", "dropped_whole", "retain"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +64,25 @@ def retain(table: pa.Table, offset_map: OffsetMap, *, now_ms: int,
     invalid = int(np.count_nonzero(~above & ~has_key))
     dropped_tomb = int(np.count_nonzero(tombstone & ~keep))
     return kept, KeepStats(n, kept.num_rows, invalid, dropped_tomb, stamped)
+
+
+def droppable(offset_map: OffsetMap, first: int, last: int) -> bool:
+    """Whether :func:`retain` drops every record at offsets ``[first, last]``, whatever their keys and values.
+
+    True iff the range lies in the map's ``[start_offset, latest_offset]`` and holds none of its winners:
+    there every keyed record that is not a winner is superseded (tombstone or not) and every unkeyed one
+    is invalid (rules 2 and 3 of C-KEEP1), so the cleaner need not even read such records.
+    """
+    if first < offset_map.start_offset or last > offset_map.latest_offset:
+        return False
+    winners = offset_map.winners
+    i = int(np.searchsorted(winners, first))
+    return i == winners.size or int(winners[i]) > last
+
+
+def dropped_whole(records: int, unkeyed: int, tombstones: int) -> KeepStats:
+    """The statistics :func:`retain` would report for ``records`` it drops entirely (see :func:`droppable`)."""
+    return KeepStats(records, 0, unkeyed, tombstones, 0)
 
 
 def _bools(values: pa.Array | pa.ChunkedArray) -> npt.NDArray[np.bool_]:

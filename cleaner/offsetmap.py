@@ -104,8 +104,9 @@ class OffsetMapBuilder:
         """
         if self._full:
             return False
-        rows = rows.filter(pc.greater_equal(rows.column("offset"), self._start)) if rows.num_rows else rows
-        keyed = rows.filter(pc.is_valid(rows.column("key"))) if rows.num_rows else rows
+        if rows.num_rows and rows.column("offset")[0].as_py() < self._start:  # offsets ascend
+            rows = rows.filter(pc.greater_equal(rows.column("offset"), self._start))
+        keyed = rows.filter(pc.is_valid(rows.column("key"))) if rows.column("key").null_count else rows
         if self._entries.num_rows + self._pending_rows + keyed.num_rows <= self._capacity:
             self._collect(keyed)  # even if every key were new, no put finds the map full
             self._latest = max(self._latest, next_base - 1)

@@ -1,14 +1,16 @@
-"""How the cleaner reads segments: dedicated ranged readers, bounded chunks, and one step of read-ahead.
+"""How the cleaner reads segments: dedicated ranged readers, chosen row groups, and one step of read-ahead.
 
-A cleaning round scans segments twice. For the offset map only the ``offset`` and ``key`` columns are
-read, by ranged GETs of those column chunks (:func:`segment_keys`, through a
-:class:`~s3stream.segment.SegmentReader` of its own: scanning through the store's shared reader cache
-would fill it with blocks nobody reads again). The rewrite needs every column, so
-:func:`segment_chunks` fetches each object with one GET, checks it against the size and CRC32C in the
-manifest, and decodes it from memory in chunks of whole row groups (about :data:`CHUNK_BYTES` of
-records, :data:`DECODERS` at once), each checked against the footer's row-group index: a round holds at
-most two objects (the next one's GET overlaps the current one's last decodes) and a few decoded chunks,
-never a whole decoded segment. Damaged bytes raise CorruptData naming the object.
+A cleaning round scans segments twice, both times through a :class:`~s3stream.segment.SegmentReader` of
+its own (scanning through the store's shared reader cache would fill it with blocks nobody reads again)
+and both times only the row groups it needs (:meth:`~s3stream.segment.SegmentReader.read_groups`: their
+column chunks fetched in parallel ranged GETs, decoded in one call, page checksums verified and every
+group checked against the CRC-protected footer index). For the offset map only the ``offset`` and
+``key`` columns are read (:func:`segment_keys`). The rewrite (:func:`segment_chunks`) reads every column in
+chunks of whole row groups (about :data:`CHUNK_BYTES` of records, :data:`DECODERS` at once), and skips the
+row groups the keep rules drop whole, which the footer alone tells (their offsets hold no winner of the
+offset map, and the index counts their null keys and values for the round's statistics): after a round
+over a key space that fits the map, most of the older segments' row groups are never fetched. A round
+holds a few decoded chunks, never a whole segment. Damaged bytes raise CorruptData naming the object.
 
 Offsets come out real: a segment staged with relative offsets (``SegmentRef.offset_delta``, Spark writes)
 stores ``0..n-1``; its footer must cover the manifest's range once shifted by the delta, and the delta is
@@ -30,22 +32,28 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar, cast
 
-import crc32c
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
-from s3stream.errors import CorruptData, S3StreamError
+from s3stream.errors import CorruptData
 from s3stream.manifest.model import SegmentRef
 from s3stream.objectstore.protocol import ByteRange
-from s3stream.records import RECORD_SCHEMA
 from s3stream.segment import RowGroupInfo, SegmentReader
 
 if TYPE_CHECKING:
     from s3stream.runtime import Runtime
 
-__all__ = ["CHUNK_BYTES", "prefetched", "read_ahead", "segment_chunks", "segment_keys", "segment_reader"]
+__all__ = [
+    "CHUNK_BYTES",
+    "Droppable",
+    "Dropped",
+    "prefetched",
+    "read_ahead",
+    "segment_chunks",
+    "segment_keys",
+    "segment_reader",
+]
 
 #: Logical bytes of records per chunk of the rewrite (whole row groups; at least one).
 CHUNK_BYTES = 8 << 20
@@ -55,9 +63,6 @@ DECODERS = 2
 T = TypeVar("T")
 A = TypeVar("A")
 _END = object()
-_DECODE_ERRORS = (pa.ArrowException, OSError, ValueError, TypeError, KeyError, IndexError, OverflowError,
-                  EOFError, RuntimeError)
-
 
 def segment_reader(rt: Runtime, seg: SegmentRef) -> SegmentReader:
     """A reader of ``seg`` of its own (not the store's shared cache), fetching by ranged GETs."""
@@ -69,9 +74,11 @@ def segment_reader(rt: Runtime, seg: SegmentRef) -> SegmentReader:
 def segment_keys(rt: Runtime, seg: SegmentRef, from_offset: int) -> pa.Table:
     """Columns ``offset`` and ``key`` of ``seg`` from ``from_offset`` (column projection: values are not read)."""
     reader = segment_reader(rt, seg)
-    _check_range(reader, seg)
-    delta = seg.offset_delta
-    return _real_offsets(reader.read(max(seg.base_offset, from_offset) - delta, columns=["offset", "key"]), delta)
+    groups = _check_range(reader, seg)
+    start = max(seg.base_offset, from_offset) - seg.offset_delta
+    table = reader.read_groups([i for i, g in enumerate(groups) if g.last_offset >= start], columns=["offset", "key"])
+    offsets = np.asarray(table.column("offset").to_numpy(), dtype=np.int64)
+    return _real_offsets(table.slice(int(np.searchsorted(offsets, start))), seg.offset_delta)
 
 
 def _check_range(reader: SegmentReader, seg: SegmentRef) -> list[RowGroupInfo]:
@@ -94,98 +101,82 @@ def _real_offsets(table: pa.Table, delta: int) -> pa.Table:
     return table.set_column(i, table.schema.field(i), pc.add(table.column(i), pa.scalar(delta, pa.int64())))
 
 
-def segment_chunks(rt: Runtime, segments: Sequence[SegmentRef], *, chunk_bytes: int = CHUNK_BYTES,
-                   decoders: int = DECODERS) -> Iterator[pa.Table]:
+@dataclass(frozen=True, slots=True)
+class Dropped:
+    """Consecutive row groups whose every record the keep rules drop, known from the footer alone."""
+
+    records: int
+    unkeyed: int
+    tombstones: int
+
+
+#: ``droppable(first, last)``: whether the keep rules drop every record at offsets ``[first, last]``.
+Droppable = Callable[[int, int], bool]
+
+
+def segment_chunks(rt: Runtime, segments: Sequence[SegmentRef], *, droppable: Droppable | None = None,
+                   chunk_bytes: int = CHUNK_BYTES, decoders: int = DECODERS) -> Iterator[pa.Table | Dropped]:
     """Every record of ``segments`` in offset order, as tables of whole row groups of ~``chunk_bytes``.
 
-    Each object is fetched with one GET and must match the size and CRC32C the manifest recorded, so
-    the bytes decoded are exactly the bytes the writer produced; the footer is validated by the segment
-    reader and every chunk is checked against the footer's row-group index.
-
-    ``decoders`` chunks of an object are decoded at once (pyarrow releases the GIL), and the next object
-    is fetched while the current one's last chunks decode: at most two objects and ``decoders`` decoded
-    chunks are held at any time.
+    Row groups ``droppable`` says are dropped whole (and whose footer counts their null keys and values)
+    are never fetched: each segment's come out first, as one :class:`Dropped` with those counts.
+    ``decoders`` chunks are fetched and decoded at once (pyarrow releases the GIL) and the next segment's
+    footer is fetched meanwhile: memory is two footers and ``decoders`` chunks, never a whole segment.
     """
     if not segments:
         return
     with ThreadPoolExecutor(max_workers=decoders + 1, thread_name_prefix="s3stream-cleaner-decode") as pool:
-        loading: Future[_Loaded] = pool.submit(_load, rt, segments[0])
-        for i in range(len(segments)):
-            obj = loading.result()
-            spans = list(_batches(obj.groups, chunk_bytes))
-            fetch_next = i + 1 < len(segments)
-            if fetch_next and not spans:  # a segment cleaned down to nothing
-                loading = pool.submit(_load, rt, segments[i + 1])
-            window: deque[Future[pa.Table]] = deque()
-            for j, (first, last) in enumerate(spans):
-                if fetch_next and j == len(spans) - 1:
-                    loading = pool.submit(_load, rt, segments[i + 1])  # the next GET overlaps the last decodes
-                window.append(pool.submit(_decode, obj, first, last))
-                if len(window) >= decoders:
-                    yield window.popleft().result()
-            while window:
-                yield window.popleft().result()
-            del obj  # before the object after next is fetched: at most two objects in memory
+        opening: Future[tuple[SegmentReader, list[RowGroupInfo]]] = pool.submit(_open, rt, segments[0])
+        for i, seg in enumerate(segments):
+            reader, groups = opening.result()
+            if i + 1 < len(segments):
+                opening = pool.submit(_open, rt, segments[i + 1])
+            window: deque[Dropped | Future[pa.Table]] = deque()
+            for item in _plan(groups, seg.offset_delta, droppable, chunk_bytes):
+                window.append(item if isinstance(item, Dropped) else pool.submit(_decode, reader, seg, item))
+                yield from _ready(window, decoders - 1)
+            yield from _ready(window, 0)
 
 
-@dataclass(frozen=True, slots=True)
-class _Loaded:
-    """One fetched, CRC-checked segment object with its validated row-group index."""
-
-    seg: SegmentRef
-    data: bytes
-    groups: list[RowGroupInfo]
+def _open(rt: Runtime, seg: SegmentRef) -> tuple[SegmentReader, list[RowGroupInfo]]:
+    reader = segment_reader(rt, seg)
+    return reader, _check_range(reader, seg)
 
 
-def _load(rt: Runtime, seg: SegmentRef) -> _Loaded:
-    data = rt.objstore.get(seg.key)
-    if len(data) != seg.object_size or crc32c.crc32c(data) != seg.crc32c:
-        raise CorruptData("segment object does not match the size and CRC32C of the manifest", source=seg.key)
-    groups = _check_range(SegmentReader(_slicer(data), len(data), source=seg.key), seg)  # validated footer
-    return _Loaded(seg, data, groups)
+def _ready(window: deque[Dropped | Future[pa.Table]], keep: int) -> Iterator[pa.Table | Dropped]:
+    """Pop the window's head while it is a Dropped or more than ``keep`` decodes are queued, in order."""
+    while window and (len(window) > keep or isinstance(window[0], Dropped)):
+        head = window.popleft()
+        yield head if isinstance(head, Dropped) else head.result()
 
 
-def _decode(obj: _Loaded, first: int, last: int) -> pa.Table:
-    """Row groups ``first..last`` of ``obj`` decoded and checked (a ParquetFile per call: thread-safe)."""
-    try:
-        pf = pq.ParquetFile(pa.BufferReader(obj.data), pre_buffer=False)
-        table = pf.read_row_groups(list(range(first, last + 1)), use_threads=False)
-    except S3StreamError:
-        raise
-    except _DECODE_ERRORS as exc:
-        raise CorruptData(f"cannot decode segment: {exc}", source=obj.seg.key) from exc
-    return _real_offsets(_checked(table, obj.groups[first:last + 1], obj.seg.key), obj.seg.offset_delta)
+def _plan(groups: Sequence[RowGroupInfo], delta: int, droppable: Droppable | None,
+          chunk_bytes: int) -> Iterator[list[int] | Dropped]:
+    """The row groups to decode, in ascending runs of about ``chunk_bytes`` of records (at least one group;
+    not necessarily adjacent), after one :class:`Dropped` summing the groups dropped whole (if any)."""
+    drop = [droppable is not None and g.unkeyed is not None and g.tombstones is not None
+            and droppable(g.first_offset + delta, g.last_offset + delta) for g in groups]
+    if any(drop):
+        gone = [g for g, d in zip(groups, drop, strict=True) if d]
+        yield Dropped(sum(g.num_rows for g in gone), sum(g.unkeyed or 0 for g in gone),
+                      sum(g.tombstones or 0 for g in gone))
+    run: list[int] = []
+    size = 0
+    for i, g in enumerate(groups):
+        if drop[i]:
+            continue
+        if run and size + g.size_bytes > chunk_bytes:
+            yield run
+            run, size = [], 0
+        run.append(i)
+        size += g.size_bytes
+    if run:
+        yield run
 
 
-def _slicer(data: bytes) -> Callable[[int, int], bytes]:
-    def fetch(start: int, end: int) -> bytes:
-        return data[start:end]
-
-    return fetch
-
-
-def _batches(groups: Sequence[RowGroupInfo], chunk_bytes: int) -> Iterator[tuple[int, int]]:
-    """``(first, last)`` row-group indexes of consecutive runs of about ``chunk_bytes`` (at least one group)."""
-    i = 0
-    while i < len(groups):
-        j, size = i, 0
-        while j < len(groups) and (j == i or size + groups[j].size_bytes <= chunk_bytes):
-            size += groups[j].size_bytes
-            j += 1
-        yield i, j - 1
-        i = j
-
-
-def _checked(table: pa.Table, groups: Sequence[RowGroupInfo], source: str) -> pa.Table:
-    """``table`` must hold exactly the rows the footer index promises for ``groups``, in RECORD_SCHEMA."""
-    table = table.replace_schema_metadata(None)
-    offsets = np.asarray(table.column("offset").to_numpy(), dtype=np.int64)
-    ok = (table.schema.equals(RECORD_SCHEMA) and table.num_rows == sum(g.num_rows for g in groups)
-          and len(offsets) > 0 and int(offsets[0]) == groups[0].first_offset
-          and int(offsets[-1]) == groups[-1].last_offset and bool(np.all(np.diff(offsets) > 0)))
-    if not ok:
-        raise CorruptData("row groups disagree with the footer index", source=source)
-    return table
+def _decode(reader: SegmentReader, seg: SegmentRef, groups: list[int]) -> pa.Table:
+    """Row groups ``groups`` of ``seg``, every column, checked against the footer, in real offsets."""
+    return _real_offsets(reader.read_groups(groups), seg.offset_delta)
 
 
 def prefetched(pool: ThreadPoolExecutor, fn: Callable[[A], T], items: Iterable[A], *, depth: int

@@ -19,11 +19,19 @@ def _run(env: dict[str, str]) -> str:
     return out.stdout.strip()
 
 
-@pytest.mark.skipif(platform.system() != "Linux" or platform.libc_ver()[0] != "glibc", reason="glibc only")
-def test_pins_glibcs_mmap_threshold() -> None:
-    env = {k: v for k, v in os.environ.items() if k != "MALLOC_MMAP_THRESHOLD_"}
-    assert _run(env) == "True glibc mmap threshold pinned at 131072 B"
+_GLIBC = platform.system() == "Linux" and platform.libc_ver()[0] == "glibc"
+_ENV = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_ARENA_MAX")
 
 
+@pytest.mark.skipif(not _GLIBC, reason="glibc only")
+def test_pins_glibcs_mmap_threshold_and_caps_arenas() -> None:
+    env = {k: v for k, v in os.environ.items() if k not in _ENV}
+    assert _run(env) == "True glibc mmap threshold pinned at 131072 B, 2 glibc arenas"
+
+
+@pytest.mark.skipif(not _GLIBC, reason="glibc only")
 def test_an_operators_environment_setting_wins() -> None:
-    assert _run({**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536"}) == "False MALLOC_MMAP_THRESHOLD_=65536"
+    env = {k: v for k, v in os.environ.items() if k not in _ENV}
+    assert _run({**env, "MALLOC_MMAP_THRESHOLD_": "65536"}) == "True 2 glibc arenas, MALLOC_MMAP_THRESHOLD_=65536"
+    both = {**env, "MALLOC_MMAP_THRESHOLD_": "65536", "MALLOC_ARENA_MAX": "4"}
+    assert _run(both) == "False MALLOC_MMAP_THRESHOLD_=65536, MALLOC_ARENA_MAX=4"

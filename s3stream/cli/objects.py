@@ -32,7 +32,7 @@ from s3stream.errors import CorruptData, InvalidRequest, S3StreamError
 from s3stream.ids import IdSource
 from s3stream.manifest.versioned import manifest_store
 from s3stream.objectstore.protocol import ObjectStore
-from s3stream.segment import SEGMENT_FORMAT_VERSION, SegmentReader
+from s3stream.segment import SegmentReader
 from s3stream.walobject import WAL_OBJECT_VERSION, WalObjectIndex, decode_chunk, read_wal_index
 
 __all__ = ["Check", "ObjectReport", "inspect_object", "object_kind"]
@@ -111,7 +111,7 @@ def _inspect_segment(data: bytes, source: str, key: str | None, objstore: Object
     footer = reader.footer  # footer CRC32C, version and index consistency; raises CorruptData
     object_crc = crc32c.crc32c(data)
     report = ObjectReport("segment", source, {
-        "format version": SEGMENT_FORMAT_VERSION, "object size": len(data), "object crc32c": object_crc,
+        "format version": footer.version, "object size": len(data), "object crc32c": object_crc,
         "base offset": footer.base_offset, "last offset": footer.last_offset,
         "record count": footer.record_count, "size bytes (logical)": footer.size_bytes,
         "min timestamp": footer.min_timestamp, "max timestamp": footer.max_timestamp,
@@ -121,7 +121,8 @@ def _inspect_segment(data: bytes, source: str, key: str | None, objstore: Object
     for i, g in enumerate(footer.row_groups):
         report.parts.append({"#": i, "first offset": g.first_offset, "last offset": g.last_offset,
                              "records": g.num_rows, "bytes": f"[{g.byte_start}, {g.byte_end})",
-                             "size bytes": g.size_bytes, "min ts": g.min_timestamp, "max ts": g.max_timestamp})
+                             "size bytes": g.size_bytes, "min ts": g.min_timestamp, "max ts": g.max_timestamp,
+                             "no key": _unknown(g.unkeyed), "tombstones": _unknown(g.tombstones)})
     try:
         table = reader.read_all()
     except CorruptData as exc:
@@ -133,6 +134,11 @@ def _inspect_segment(data: bytes, source: str, key: str | None, objstore: Object
         report.records.append((_log_fields(f"{where[0]}/{where[1]}") if where else {}, table))
     report.checks.append(_manifest_check(key, objstore, object_crc, len(data)))
     return report
+
+
+def _unknown(count: int | None) -> int | str:
+    """A footer-index count, or "-" for a format-1 segment that did not record it."""
+    return "-" if count is None else count
 
 
 def _segment_location(key: str | None) -> tuple[str, int] | None:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import re
+
 from s3stream.errors import InvalidRequest
 
 __all__ = ["validate_key", "validate_prefix"]
 
 _MAX_KEY_BYTES = 1024
+_FORBIDDEN = re.compile(r"[\x00-\x1f\x7f\\]")  # control characters and backslash
 
 
 def validate_key(key: str) -> str:
@@ -29,7 +32,7 @@ def validate_prefix(prefix: str) -> str:
 def _check_parts(key: str) -> None:
     if len(key.encode("utf-8")) > _MAX_KEY_BYTES:
         raise InvalidRequest(f"invalid object key: longer than {_MAX_KEY_BYTES} bytes")
-    if "\\" in key or any(ord(c) < 0x20 or ord(c) == 0x7F for c in key):
+    if _FORBIDDEN.search(key):
         raise InvalidRequest(f"invalid object key {key!r}: backslash or control character")
     for part in key.split("/"):
         if part in ("", ".", ".."):

@@ -5,16 +5,22 @@ pyarrow read as is. s3stream adds only conventions on top of Parquet:
 
 * **Row groups are sized by logical bytes** (``row_group_bytes`` of :func:`s3stream.records.batch_nbytes`
   worth of records, one record minimum), so reading one offset fetches about one row group.
-* **Page checksums** (Parquet's CRC32 per page) are always written; readers verify them. They cover every
-  data page, hence every key, value and header byte.
+* **Page checksums** (Parquet's CRC32 per page) are always written; readers of column subsets verify them.
+  They cover every data page, hence every key, value and header byte. Readers of whole row groups check
+  the row group's CRC32C from the index instead (it also covers the page headers).
 * **A footer checksum**: ``s3stream.footer_crc32c`` holds ten ASCII digits, the CRC32C of the whole Thrift
   footer computed with those digits as ``0000000000``; the writer patches them in place after writing.
   Readers check it (:func:`verify_footer`) before the Parquet library parses the footer, because a damaged
   footer can abort the process inside it.
 * **Footer key-value metadata** (``s3stream.*`` keys, see :data:`META_KEYS`) carries the segment's offset
   range, counts, timestamps and a compact per-row-group index ``[first_offset, last_offset,
-  min_timestamp, max_timestamp, num_rows, size_bytes]``. The offset index and the time index therefore come
-  from the footer alone; the row groups' byte ranges come from Parquet's own column-chunk metadata.
+  min_timestamp, max_timestamp, num_rows, size_bytes, unkeyed, tombstones, crc32c]``: ``unkeyed`` and
+  ``tombstones`` count records without a key and without a value, ``crc32c`` covers the row group's bytes
+  (so a reader fetching whole row groups verifies them at memory speed instead of page by page). Format
+  version 1, before these three existed, has the first six entries and is still read (them as unknown).
+  The offset index and the time index therefore come from the footer alone, and so does knowing that the
+  cleaner drops every record of a row group (it then never fetches it); the row groups' byte ranges come
+  from Parquet's own column-chunk metadata.
 
 Encoding is incremental (:class:`SegmentWriter`: tables in, bytes out as row groups complete, so a seal
 never holds a whole segment); :func:`encode_segment` is the one-table form over the same writer.
@@ -59,7 +65,9 @@ __all__ = [
     "verify_footer",
 ]
 
-SEGMENT_FORMAT_VERSION = 1
+SEGMENT_FORMAT_VERSION = 2
+#: Entries per row group in the footer index, by format version (2 added null counts and a CRC32C).
+_INDEX_WIDTH = {1: 6, 2: 9}
 
 _PREFIX = "s3stream."
 _KEY_FORMAT = "s3stream.format"
@@ -105,6 +113,9 @@ class RowGroupInfo:
     byte_start: int
     byte_end: int
     size_bytes: int  #: logical bytes of its records
+    unkeyed: int | None = None  #: records with a null key (None: format 1, whose index did not count them)
+    tombstones: int | None = None  #: records with a null value (None: format 1)
+    crc32c: int | None = None  #: CRC32C of the bytes ``[byte_start, byte_end)`` (None: format 1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +130,7 @@ class SegmentFooter:
     max_timestamp: int
     first_batch_max_timestamp: int
     row_groups: tuple[RowGroupInfo, ...]
+    version: int = SEGMENT_FORMAT_VERSION  #: the format version the object was written in
 
 
 # ----------------------------------------------------------------------------------------------- encoding
@@ -215,6 +227,8 @@ class _Group:
     max_ts: int
     rows: int
     size: int
+    unkeyed: int
+    tombstones: int
 
 
 class SegmentWriter:
@@ -284,16 +298,19 @@ class SegmentWriter:
             piece = table.slice(start, end - start)
             t_min, t_max = int(ts[start:end].min()), int(ts[start:end].max())
             size = int(sizes[start:end].sum())
+            unkeyed, tombstones = piece.column("key").null_count, piece.column("value").null_count
             cur = self._group
             if cur is None:
                 self._group = _Group(g, [piece], int(offsets[start]), int(offsets[end - 1]), t_min, t_max,
-                                     end - start, size)
+                                     end - start, size, unkeyed, tombstones)
             else:
                 cur.tables.append(piece)
                 cur.last = int(offsets[end - 1])
                 cur.min_ts, cur.max_ts = min(cur.min_ts, t_min), max(cur.max_ts, t_max)
                 cur.rows += end - start
                 cur.size += size
+                cur.unkeyed += unkeyed
+                cur.tombstones += tombstones
         self._prev = int(offsets[-1])
         self._rows += n
         self._bytes += int(sizes.sum())
@@ -307,9 +324,13 @@ class SegmentWriter:
         self._group = None
         table = g.tables[0] if len(g.tables) == 1 else pa.concat_tables(g.tables)
         self._writer.write_table(table, row_group_size=g.rows)
-        self._index.append([g.first, g.last, g.min_ts, g.max_ts, g.rows, g.size])
+        group_crc = 0
         for piece in self._tap.take():  # piece by piece: the row group is never copied whole
+            skip = max(0, len(_PARQUET_MAGIC) - self._emitted)  # the file's leading magic is no group's
+            group_crc = crc32c.crc32c(memoryview(piece)[skip:], group_crc)
             self._emit(piece)
+        # the Parquet writer has flushed every column chunk of the group: its bytes end here
+        self._index.append([g.first, g.last, g.min_ts, g.max_ts, g.rows, g.size, g.unkeyed, g.tombstones, group_crc])
 
     def _emit(self, data: bytes) -> None:
         if data:
@@ -416,18 +437,18 @@ def parse_footer(metadata: pq.FileMetaData, arrow_schema: pa.Schema, object_size
             ``s3stream.*`` index, Parquet's row-group metadata and ``object_size``.
     """
     meta = _kv(metadata, source)
-    version = meta.get(_KEY_FORMAT)
-    if version != str(SEGMENT_FORMAT_VERSION):
-        raise CorruptData(f"unsupported segment format version {version!r}", source=source)
+    version = next((v for v in _INDEX_WIDTH if meta.get(_KEY_FORMAT) == str(v)), None)
+    if version is None:
+        raise CorruptData(f"unsupported segment format version {meta.get(_KEY_FORMAT)!r}", source=source)
     if any(k not in meta for k in META_KEYS):
         raise CorruptData("segment footer metadata is incomplete", source=source)
     if not arrow_schema.equals(RECORD_SCHEMA):
         raise CorruptData(f"segment schema is not RECORD_SCHEMA: {arrow_schema}", source=source)
     ints = {k: _parse_int(meta[_PREFIX + k], k, source) for k in _INT_KEYS}
-    groups = _row_groups(meta[_KEY_ROW_GROUPS], metadata, object_size, source)
+    groups = _row_groups(meta[_KEY_ROW_GROUPS], _INDEX_WIDTH[version], metadata, object_size, source)
     footer = SegmentFooter(ints["base_offset"], ints["last_offset"], ints["record_count"],
                            ints["size_bytes"], ints["min_timestamp"], ints["max_timestamp"],
-                           ints["first_batch_max_timestamp"], groups)
+                           ints["first_batch_max_timestamp"], groups, version)
     _check_footer(footer, metadata, source)
     return footer
 
@@ -446,25 +467,28 @@ def _parse_int(text: str, what: str, source: str) -> int:
     return int(text)
 
 
-def _row_groups(text: str, metadata: pq.FileMetaData, object_size: int,
+def _row_groups(text: str, width: int, metadata: pq.FileMetaData, object_size: int,
                 source: str) -> tuple[RowGroupInfo, ...]:
     try:
         rows = json.loads(text)
     except ValueError as e:
         raise CorruptData("segment row-group index is not JSON", source=source) from e
     ok = isinstance(rows, list) and all(
-        isinstance(r, list) and len(r) == 6 and all(type(x) is int for x in r) for r in rows)
+        isinstance(r, list) and len(r) == width and all(type(x) is int for x in r) for r in rows)
     if not ok or len(rows) != metadata.num_row_groups:
         raise CorruptData("segment row-group index does not match the Parquet row groups", source=source)
     footer_start = object_size - 8 - metadata.serialized_size
     out: list[RowGroupInfo] = []
     expected_start = len(_PARQUET_MAGIC)
-    for i, (first, last, min_ts, max_ts, num_rows, size_bytes) in enumerate(rows):
+    for i, row in enumerate(rows):
+        first, last, min_ts, max_ts, num_rows, size_bytes = row[:6]
+        unkeyed, tombstones, crc = row[6:9] if len(row) == 9 else (None, None, None)
         start, end = _byte_range(metadata.row_group(i))
         if start != expected_start or end > footer_start or metadata.row_group(i).num_rows != num_rows:
             raise CorruptData(f"row group {i} byte range or row count is inconsistent", source=source)
         expected_start = end
-        out.append(RowGroupInfo(first, last, min_ts, max_ts, num_rows, start, end, size_bytes))
+        out.append(RowGroupInfo(first, last, min_ts, max_ts, num_rows, start, end, size_bytes, unkeyed, tombstones,
+                                crc))
     if expected_start != footer_start:
         raise CorruptData(f"object size {object_size} does not match the footer", source=source)
     return tuple(out)
@@ -494,6 +518,8 @@ def _check_footer(f: SegmentFooter, metadata: pq.FileMetaData, source: str) -> N
         problems.append(not (prev_last < g.first_offset <= g.last_offset <= f.last_offset))
         problems.append(g.num_rows < 1 or g.num_rows > g.last_offset - g.first_offset + 1)
         problems.append(g.min_timestamp > g.max_timestamp or g.size_bytes < 21 * g.num_rows)
+        problems.extend(n is not None and not 0 <= n <= g.num_rows for n in (g.unkeyed, g.tombstones))
+        problems.append(g.crc32c is not None and not 0 <= g.crc32c < 2**32)
         prev_last = g.last_offset
     if groups:
         problems.append(f.min_timestamp != min(g.min_timestamp for g in groups))

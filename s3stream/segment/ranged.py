@@ -229,6 +229,14 @@ class RangedFile(io.RawIOBase):
         if self._find(start, end) is None:
             self._insert(start, self.fetch(start, end))
 
+    def view(self, start: int, end: int) -> memoryview:
+        """Bytes ``[start, end)`` without copying (waited for, or fetched, into one extent first)."""
+        ext = self._find(start, end)
+        if ext is None:
+            ext = start
+            self._insert(start, self.fetch(start, end))
+        return memoryview(self._extents[ext])[start - ext:end - ext]
+
     def clear(self) -> None:
         """Drop every cached extent and every pending fetch (those not started yet are cancelled)."""
         self._extents.clear()

@@ -12,13 +12,14 @@ background (whole GETs, topped up as row groups are consumed), so decoding and t
 next call finds its bytes arriving or arrived. Other reads fetch what their budget needs, concurrently.
 Cached plus in-flight bytes stay within window + one GET + two blocks; a read that returns the segment's
 last record drops them. :meth:`SegmentReader.warm` opens a segment and starts its first window in the
-background, for a caller about to stream into it. An error of a background fetch is raised by the read
+background, for a caller about to stream into it. :meth:`SegmentReader.read_groups` reads row groups the
+caller picked from the footer (the cleaner), with no stream state. An error of a background fetch is raised by the read
 that needs those bytes (as the same exception), never by anything else.
 
 Every row group read is checked against the footer index (row count, first/last offset, strictly
-increasing offsets, timestamp bounds, schema), so a damaged object yields :class:`CorruptData` naming
-``source``, never wrong records. Errors raised by ``fetch`` itself (not found, throttled, ...) propagate
-unchanged.
+increasing offsets, timestamp bounds, null keys and values, schema), so a damaged object yields
+:class:`CorruptData` naming ``source``, never wrong records. Errors raised by ``fetch`` itself (not found,
+throttled, ...) propagate unchanged.
 
 Callers cache one reader per segment object (a consumer reading sequentially must not refetch the footer);
 a reader is thread-safe (one lock).
@@ -27,6 +28,7 @@ a reader is thread-safe (one lock).
 from __future__ import annotations
 
 import bisect
+import itertools
 import struct
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -95,6 +97,7 @@ class SegmentReader:
                                 cache_bytes=max(self._window + self._get_bytes + 2 * block_bytes,
                                                 2 * FOOTER_FETCH_BYTES))
         self._pf: pq.ParquetFile | None = None
+        self._pf_crc_checked: pq.ParquetFile | None = None  # for whole row groups whose CRC32C was checked
         self._footer: SegmentFooter | None = None
         self._last_offsets: list[int] = []
         self._spans: dict[tuple[str, ...], list[Span]] = {}  # byte span of each row group, per column set
@@ -285,6 +288,58 @@ class SegmentReader:
                       for g, info in enumerate(footer.row_groups)]
             return _concat(tables, need).select(out_cols)
 
+    def read_groups(self, groups: Sequence[int], *, columns: Sequence[str] | None = None) -> pa.Table:
+        """Row groups ``groups`` (ascending indexes) decoded at once, for a caller that chose them from the footer.
+
+        Their column chunks are fetched in parallel on the fetch pool (touching spans coalesced) into a
+        file of this call's own, so calls may run concurrently on one reader and nothing stays cached.
+        Page checksums are verified and every group is checked against the footer index.
+
+        Raises:
+            InvalidRequest: an unknown column name or a group index out of range or not ascending.
+            CorruptData: the object failed a checksum or disagrees with its footer.
+        """
+        out_cols = _check_columns(columns)
+        need = ("offset", *(c for c in out_cols if c != "offset"))
+        with self._lock:
+            self._open()
+            infos = self._groups()
+            spans = self._spans_for(need)
+            assert self._pf is not None
+            metadata = self._pf.metadata
+        picked = list(groups)
+        if any(not 0 <= g < len(infos) for g in picked) or any(b <= a for a, b in itertools.pairwise(picked)):
+            raise InvalidRequest(f"row groups must be ascending indexes below {len(infos)}, got {picked[:8]}")
+        if not picked:
+            return _concat([], need).select(out_cols)
+        whole = len(need) == len(_ALL_COLUMNS) and all(infos[g].crc32c is not None for g in picked)
+        runs = _coalesce([spans[g] for g in picked])
+        file = RangedFile(self._fetch, self._object_size, source=self._source, block_bytes=self._block_bytes,
+                          cache_bytes=sum(b - a for a, b in runs))
+        if whole:  # each group's CRC32C is checked as its bytes arrive: no page checksums to verify
+            for run in runs:
+                file.prime(run[0], self._fetch_groups(run, infos))
+        else:
+            file.fetch_async(runs)
+        with self._decoding(file):
+            pf = pq.ParquetFile(file, metadata=metadata, page_checksum_verification=not whole, pre_buffer=False)
+            table = pf.read_row_groups(picked, columns=list(need), use_threads=False)
+            file.clear()
+            self._check_groups(table, [infos[g] for g in picked])
+        return table.replace_schema_metadata(None).select(out_cols)
+
+    def _fetch_groups(self, span: Span, infos: Sequence[RowGroupInfo]) -> bytes:
+        """Bytes ``span`` (whole row groups), each group checked against its CRC32C in the footer index."""
+        a, b = span
+        data = RangedFile(self._fetch, self._object_size, source=self._source).fetch(a, b)
+        view = memoryview(data)
+        for g in infos:
+            inside = a <= g.byte_start and g.byte_end <= b
+            if inside and crc32c.crc32c(view[g.byte_start - a:g.byte_end - a]) != g.crc32c:
+                raise CorruptData(f"row group at bytes [{g.byte_start}, {g.byte_end}) fails its CRC32C",
+                                  source=self._source)
+        return data
+
     def warm(self, from_offset: int, columns: Sequence[str] | None = None) -> None:
         """Start opening the segment and fetching the first window from ``from_offset``, in the background.
 
@@ -347,7 +402,9 @@ class SegmentReader:
             self._prime_footer()
             pf = pq.ParquetFile(self._file, page_checksum_verification=True, pre_buffer=False)
             footer = parse_footer(pf.metadata, pf.schema_arrow, self._object_size, source=self._source)
-        self._pf, self._footer = pf, footer
+            checked = pq.ParquetFile(self._file, metadata=pf.metadata, page_checksum_verification=False,
+                                     pre_buffer=False)
+        self._pf, self._pf_crc_checked, self._footer = pf, checked, footer
         self._last_offsets = [g.last_offset for g in footer.row_groups]
 
     def _prime_footer(self) -> None:
@@ -468,10 +525,19 @@ class SegmentReader:
         decoded = self._decoded
         if decoded is None or decoded.group != g or decoded.columns != columns:
             assert self._pf is not None
+            assert self._pf_crc_checked is not None
+            info = self._groups()[g]
             start, end = self._spans_for(columns)[g]
             self._file.wait(start, end)  # its fetch's error is raised here, before pyarrow sees it
-            table = self._pf.read_row_group(g, columns=list(columns), use_threads=False)
-            decoded = _Decoded(g, columns, self._checked(table, self._groups()[g], g), None)
+            pf = self._pf
+            if len(columns) == len(_ALL_COLUMNS) and info.crc32c is not None:
+                # the whole group is cached: check its CRC32C once instead of every page's CRC32 (no fetch
+                # lands in the cache while it decodes, so pyarrow reads exactly the bytes checked)
+                if crc32c.crc32c(self._file.view(start, end)) != info.crc32c:
+                    raise CorruptData(f"row group {g} fails its CRC32C", source=self._source)
+                pf = self._pf_crc_checked
+            table = pf.read_row_group(g, columns=list(columns), use_threads=False)
+            decoded = _Decoded(g, columns, self._checked(table, info, g), None)
         if sizes and decoded.sizes is None:
             decoded = decoded._replace(sizes=row_sizes(decoded.table))
         self._decoded = decoded
@@ -495,6 +561,9 @@ class SegmentReader:
         if not bad and "timestamp" in table.column_names:
             mm = pc.min_max(table.column("timestamp"))
             bad = (mm["min"].as_py(), mm["max"].as_py()) != (info.min_timestamp, info.max_timestamp)
+        for column, nulls in (("key", info.unkeyed), ("value", info.tombstones)):
+            bad = bad or (nulls is not None and column in table.column_names
+                          and table.column(column).null_count != nulls)
         names = tuple(table.column_names)
         expected = self._schemas.get(names)
         if expected is None:
@@ -502,6 +571,30 @@ class SegmentReader:
         if bad or not table.schema.equals(expected):
             raise CorruptData(f"row group {g} disagrees with the footer index", source=self._source)
         return table.replace_schema_metadata(None)
+
+
+    def _check_groups(self, table: pa.Table, infos: Sequence[RowGroupInfo]) -> None:
+        """Like :meth:`_checked` for consecutive decoded groups (in one table), vectorized across the groups."""
+        rows = np.array([g.num_rows for g in infos], dtype=np.int64)
+        ends = np.cumsum(rows)
+        starts = ends - rows
+        offs = np.asarray(table.column("offset").to_numpy(), dtype=np.int64)
+        bad = (len(offs) != int(ends[-1]) or not bool(np.all(offs[1:] > offs[:-1]))
+               or not np.array_equal(offs[starts], [g.first_offset for g in infos])
+               or not np.array_equal(offs[ends - 1], [g.last_offset for g in infos]))
+        if not bad and "timestamp" in table.column_names:
+            ts = np.asarray(table.column("timestamp").to_numpy(), dtype=np.int64)
+            bad = (not np.array_equal(np.minimum.reduceat(ts, starts), [g.min_timestamp for g in infos])
+                   or not np.array_equal(np.maximum.reduceat(ts, starts), [g.max_timestamp for g in infos]))
+        for column, counts in (("key", [g.unkeyed for g in infos]), ("value", [g.tombstones for g in infos])):
+            known = [c for c in counts if c is not None]
+            if bad or column not in table.column_names or len(known) != len(counts):
+                continue
+            nulls = np.asarray(pc.is_null(table.column(column)).to_numpy(zero_copy_only=False), dtype=np.int64)
+            bad = not np.array_equal(np.add.reduceat(nulls, starts), known)
+        expected = pa.schema([RECORD_SCHEMA.field(n) for n in table.column_names])
+        if bad or not table.schema.remove_metadata().equals(expected):
+            raise CorruptData("row groups disagree with the footer index", source=self._source)
 
 
 def _verify_whole(data: bytes, source: str) -> None:

@@ -11,9 +11,14 @@ Tests taking ``any_env`` run on memory:// and on SeaweedFS; the rest on memory:/
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
+import cleaner.executor
 from s3stream import Record
+from s3stream.objectstore.protocol import ByteRange, ObjectStore
+from s3stream.testing.forwarding import ForwardingObjectStore
 
 from .conftest import Env
 from .kit import COMPACT, DAY, T0, cleaned, fold, kv, put_segment, read_all, sealed_ranges, topic, triples
@@ -309,3 +314,56 @@ def test_value_sizes(env: Env, value_size: int) -> None:
     log.roll()
     cleaned(store.run_cleaner())
     assert [(r.offset, r.value) for r in read_all(log)] == [(1, big + b"!")]
+
+
+
+class _CountingGets(ForwardingObjectStore):
+    """Counts the bytes GET returns."""
+
+    def __init__(self, inner: ObjectStore) -> None:
+        super().__init__(inner)
+        self.got = 0
+
+    def get(self, key: str, byte_range: ByteRange | None = None) -> bytes:
+        data = self.inner.get(key, byte_range)
+        self.got += len(data)
+        return data
+
+
+def _skipping_round(env: Env, monkeypatch: pytest.MonkeyPatch, *, skip: bool) -> tuple[Any, list[Any], int]:
+    """One round over row groups of ~4 records: superseded keys, tombstones and unkeyed records early on.
+
+    Returns the round, the survivors and the bytes the round fetched.
+    """
+    if not skip:
+        monkeypatch.setattr(cleaner.executor, "droppable", lambda *a: False)
+    counting = _CountingGets(env._fresh_raw())
+    store = env.open(wal=f"skip-{skip}", object_store=counting, segment_row_group_bytes=120)
+    name = f"t-{skip}"
+    store.create_topic(name, 1, {**COMPACT, "cleanup.policy": "delete"})
+    log = store.partition(name, 0)
+    early = [(None if i % 9 == 0 else f"k{i % 6}", None if i % 5 == 0 else f"v{i}") for i in range(40)]
+    put_segment(log, early, one_batch=True)
+    put_segment(log, [(f"k{i}", f"late{i}") for i in range(6)], one_batch=True)
+    put_segment(log, [("k0", "last")], one_batch=True)
+    store.alter_topic_config(name, {"cleanup.policy": "compact"})
+    before = counting.got
+    r = cleaned(store.run_cleaner())
+    fetched = counting.got - before
+    monkeypatch.undo()
+    return r, triples(read_all(log)), fetched
+
+
+def test_row_groups_dropped_whole_are_never_fetched_and_counted_exactly(env: Env,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """C-KEEP1 from the footer alone: the survivors and statistics of decoding every row group, fewer bytes."""
+    skipped, survivors, fetched_skipping = _skipping_round(env, monkeypatch, skip=True)
+    decoded, expected, fetched_all = _skipping_round(env, monkeypatch, skip=False)
+    assert survivors == expected == [(41, b"k1", b"late1"), (42, b"k2", b"late2"), (43, b"k3", b"late3"),
+                                     (44, b"k4", b"late4"), (45, b"k5", b"late5"), (46, b"k0", b"last")]
+    assert skipped.records_unread > 20 and decoded.records_unread == 0
+    assert fetched_skipping < fetched_all
+    same = ("records_read", "records_kept", "invalid_dropped", "tombstones_dropped", "bytes_read", "bytes_written",
+            "segments_in", "segments_out", "end_offset")
+    assert {k: getattr(skipped, k) for k in same} == {k: getattr(decoded, k) for k in same}
+    assert (skipped.invalid_dropped, skipped.tombstones_dropped) == (5, 8)

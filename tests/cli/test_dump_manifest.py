@@ -42,7 +42,7 @@ def test_dump_segment_verifies_every_checksum(filled: Cli) -> None:
 
     doc = json.loads(filled.ok("dump", key, "--json").stdout)
     meta = doc["metadata"]
-    assert doc["kind"] == "segment" and meta["format version"] == 1
+    assert doc["kind"] == "segment" and meta["format version"] == 2
     assert meta["object size"] == segment.stat().st_size
     assert meta["record count"] == sum(g["records"] for g in doc["row_groups"]) > 0
     assert all(c["ok"] for c in doc["checks"])

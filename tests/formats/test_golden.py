@@ -78,7 +78,7 @@ def segment_description(data: bytes) -> dict[str, object]:
         "rows": json.loads(json.dumps(rows, default=lambda b: b.hex())),
         "footer": kv,
         "row_groups": [[g.first_offset, g.last_offset, g.min_timestamp, g.max_timestamp, g.num_rows,
-                        g.size_bytes] for g in reader.row_groups],
+                        g.size_bytes, g.unkeyed, g.tombstones, g.crc32c] for g in reader.row_groups],
         "created_by": meta.created_by,
     }
 
@@ -123,9 +123,9 @@ def test_golden_fence_and_entries_decode() -> None:
 
 def test_golden_segment_decodes_to_the_recorded_content() -> None:
     fresh = golden_segment()
-    data = _golden("segment_v1.parquet", fresh)
+    data = _golden("segment_v2.parquet", fresh)
     description = json.dumps(segment_description(fresh), indent=1, sort_keys=True) + "\n"
-    described = _golden("segment_v1.json", description.encode())
+    described = _golden("segment_v2.json", description.encode())
     expected = json.loads(described)
     got = segment_description(data)
     assert got["rows"] == expected["rows"]
@@ -137,15 +137,29 @@ def test_golden_segment_decodes_to_the_recorded_content() -> None:
         98, 110, 1_700_000_000_000)
 
 
-def test_segment_encoder_reproduces_golden_content() -> None:
+def test_format_1_segment_still_decodes() -> None:
+    """Written before the index had null counts and CRC32Cs (six entries per row group): read as unknown."""
+    data = (GOLDEN / "segment_v1.parquet").read_bytes()
     expected = json.loads((GOLDEN / "segment_v1.json").read_bytes())
+    got = segment_description(data)
+    assert (got["rows"], got["footer"]) == (expected["rows"], expected["footer"])
+    assert [g[:6] for g in got["row_groups"]] == expected["row_groups"]  # type: ignore[attr-defined]
+    reader = SegmentReader(lambda s, e: data[s:e], len(data), source="golden")
+    assert reader.footer.version == 1
+    assert all(g.unkeyed is None and g.tombstones is None and g.crc32c is None for g in reader.row_groups)
+    assert reader.read_all().equals(pa.Table.from_batches([golden_batch()]))
+    assert reader.read_groups([0, 1], columns=["key", "value"]).num_rows == 4
+
+
+def test_segment_encoder_reproduces_golden_content() -> None:
+    expected = json.loads((GOLDEN / "segment_v2.json").read_bytes())
     got = segment_description(golden_segment())
     assert {k: got[k] for k in ("rows", "footer", "row_groups")} == {
         k: expected[k] for k in ("rows", "footer", "row_groups")}
 
 
 def test_segment_encoder_reproduces_golden_bytes_on_the_same_pyarrow() -> None:
-    golden = (GOLDEN / "segment_v1.parquet").read_bytes()
+    golden = (GOLDEN / "segment_v2.parquet").read_bytes()
     created_by = pq.ParquetFile(pa.BufferReader(golden)).metadata.created_by
     if created_by != f"parquet-cpp-arrow version {pa.__version__}":
         pytest.skip(f"golden segment written by {created_by}; byte equality only holds for that writer")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import itertools
 
+import crc32c
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -54,6 +55,16 @@ def test_round_trip(batch: pa.RecordBatch, row_group_bytes: int, fbmt: int) -> N
     if row_group_bytes == 1:
         assert len(groups) == batch.num_rows  # one record per group when each crosses the boundary
     assert all(a.byte_end == b.byte_start for a, b in itertools.pairwise(groups))
+    at = 0
+    for g in groups:  # format 2: each group's null counts and CRC32C are in the index
+        rows = table.slice(at, g.num_rows)
+        at += g.num_rows
+        assert (g.unkeyed, g.tombstones) == (rows.column("key").null_count, rows.column("value").null_count)
+        assert g.crc32c == crc32c.crc32c(data[g.byte_start:g.byte_end])
+    picked = list(range(0, len(groups), 2))
+    expected = pa.concat_tables([reader.read_groups([i]) for i in picked]) if picked else table.slice(0, 0)
+    assert reader.read_groups(picked).equals(expected)
+    assert reader.read_groups(picked, columns=["key"]).column("key").equals(expected.column("key"))
 
 
 def expected_read(batch: pa.RecordBatch, from_offset: int, max_records: int | None,
@@ -207,12 +218,17 @@ def test_invalid_read_arguments() -> None:
         reader.read(1, max_records=0)
     with pytest.raises(InvalidRequest):
         reader.read(1, columns=["nope"])
+    for bad in ([1, 0], [0, 0], [-1], [len(reader.row_groups)]):
+        with pytest.raises(InvalidRequest, match="ascending"):
+            reader.read_groups(bad)
+    with pytest.raises(InvalidRequest):
+        reader.read_groups([0], columns=["nope"])
 
 
 def test_unsupported_version_is_corrupt(monkeypatch: pytest.MonkeyPatch) -> None:
     from s3stream.segment import format as fmt
 
-    monkeypatch.setattr(fmt, "SEGMENT_FORMAT_VERSION", 2)
+    monkeypatch.setattr(fmt, "SEGMENT_FORMAT_VERSION", 99)
     data, _ = encode_segment(simple_batch([1, 2]), base_offset=1, last_offset=2)
     monkeypatch.undo()
     with pytest.raises(CorruptData, match="version"):

@@ -25,29 +25,36 @@ def segment() -> tuple[bytes, pa.Table, int]:
     return data, pa.Table.from_batches([batch]), summary.crc32c
 
 
-def _outcome(data: bytes, good: pa.Table, *, whole: bool) -> str:
+def _outcome(data: bytes, good: pa.Table, *, whole: bool, groups: bool = False) -> str:
     reader = SegmentReader(lambda s, e: data[s:e], len(data), source=SOURCE)
     try:
-        got = reader.read_all() if whole else reader.read(0)
+        if groups:  # every row group picked at once: checked by the row groups' CRC32Cs, not page checksums
+            got = reader.read_groups(range(len(reader.row_groups)))
+        else:
+            got = reader.read_all() if whole else reader.read(0)
     except CorruptData as e:
         assert SOURCE in str(e)
         return "corrupt"
     return "equal" if got.equals(good) else "WRONG"
 
 
-@pytest.mark.parametrize("whole", [False, True], ids=["ranged-read", "read_all"])
-def test_every_flipped_byte_is_detected_or_harmless(segment: tuple[bytes, pa.Table, int], whole: bool) -> None:
+@pytest.mark.parametrize(("whole", "groups"), [(False, False), (True, False), (False, True)],
+                         ids=["ranged-read", "read_all", "read_groups"])
+def test_every_flipped_byte_is_detected_or_harmless(segment: tuple[bytes, pa.Table, int], whole: bool,
+                                                    groups: bool) -> None:
     data, good, _ = segment
     footer_start = len(data) - 8 - int.from_bytes(data[-8:-4], "little")
     outcomes: dict[str, list[int]] = {}
     for i in range(len(data)):
         corrupted = bytearray(data)
         corrupted[i] ^= 1 << (i % 8)
-        outcomes.setdefault(_outcome(bytes(corrupted), good, whole=whole), []).append(i)
+        outcomes.setdefault(_outcome(bytes(corrupted), good, whole=whole, groups=groups), []).append(i)
     assert "WRONG" not in outcomes, outcomes.get("WRONG")
     # all of the footer and its trailer are covered by the footer CRC32C
     assert all(i < footer_start for i in outcomes.get("equal", []))
     assert len(outcomes["corrupt"]) > 0.8 * len(data)
+    if not whole:  # whole row groups are checked by their CRC32Cs: every byte between the magic and the footer
+        assert all(i < 4 for i in outcomes.get("equal", []))
 
 
 def test_flipped_byte_in_a_value_page_fails_the_page_checksum(segment: tuple[bytes, pa.Table, int]) -> None:
