@@ -232,6 +232,11 @@ def measure_cleaner(built: BuiltLog, *, profile: bool) -> dict[str, Any]:
     return out
 
 
+def baseline_count(cfg: BenchConfig, built: BuiltLog) -> int:
+    """How many segments the baseline cleans: ``--baseline-segments``, or all of them when 0."""
+    return cfg.baseline_segments if 0 < cfg.baseline_segments < len(built.refs) else len(built.refs)
+
+
 def measure_baseline(objstore: ObjectStore, built: BuiltLog, count: int, row_group_bytes: int) -> dict[str, Any]:
     """The per-record Python cleaner on the first ``count`` segments (reads and writes included)."""
     subset = built.refs[:count]
@@ -370,8 +375,7 @@ def measure_all(cfg: BenchConfig, built: BuiltLog) -> tuple[dict[str, Any], dict
         if i:
             restore_dirty(built)
         raws.append(measure_raw(objstore, built, rgb))
-        count = cfg.baseline_segments if 0 < cfg.baseline_segments < len(built.refs) else len(built.refs)
-        bases.append(measure_baseline(objstore, built, count, rgb))
+        bases.append(measure_baseline(objstore, built, baseline_count(cfg, built), rgb))
         cleans.append(measure_cleaner(built, profile=cfg.profile and i == 0))
         problems += verify(built, cleans[-1])
         if raws[-1]["records_kept"] != int(built.keep.sum()):

@@ -2,15 +2,16 @@
 
 A cleaning round scans segments twice, both times through a :class:`~s3stream.segment.SegmentReader` of
 its own (scanning through the store's shared reader cache would fill it with blocks nobody reads again)
-and both times only the row groups it needs (:meth:`~s3stream.segment.SegmentReader.read_groups`: their
-column chunks fetched in parallel ranged GETs, decoded in one call, page checksums verified and every
-group checked against the CRC-protected footer index). For the offset map only the ``offset`` and
-``key`` columns are read (:func:`segment_keys`). The rewrite (:func:`segment_chunks`) reads every column in
-chunks of whole row groups (about :data:`CHUNK_BYTES` of records, :data:`DECODERS` at once), and skips the
-row groups the keep rules drop whole, which the footer alone tells (their offsets hold no winner of the
-offset map, and the index counts their null keys and values for the round's statistics): after a round
-over a key space that fits the map, most of the older segments' row groups are never fetched. A round
-holds a few decoded chunks, never a whole segment. Damaged bytes raise CorruptData naming the object.
+and both times only the row groups it needs (:meth:`~s3stream.segment.SegmentReader.read_groups`: fetched
+by ranged GETs, decoded in one call, checked by each row group's CRC32C, or by page checksums when only
+some columns are read, and against the CRC-protected footer index). For the offset map only the
+``offset`` and ``key`` columns are read (:func:`segment_keys`). The rewrite (:func:`segment_chunks`)
+reads every column in chunks of whole row groups (about :data:`CHUNK_BYTES` of records, :data:`DECODERS`
+at once), and skips the row groups the keep rules drop whole, which the footer alone tells (their
+offsets hold no winner of the offset map, and the index counts their null keys and values for the
+round's statistics): after a round over a key space that fits the map, most of the older segments' row
+groups are never fetched. A round holds a few decoded chunks, never a whole segment. Damaged bytes raise
+CorruptData naming the object.
 
 Offsets come out real: a segment staged with relative offsets (``SegmentRef.offset_delta``, Spark writes)
 stores ``0..n-1``; its footer must cover the manifest's range once shifted by the delta, and the delta is
@@ -64,6 +65,7 @@ T = TypeVar("T")
 A = TypeVar("A")
 _END = object()
 
+
 def segment_reader(rt: Runtime, seg: SegmentRef) -> SegmentReader:
     """A reader of ``seg`` of its own (not the store's shared cache), fetching by ranged GETs."""
     store, key = rt.objstore, seg.key
@@ -103,7 +105,7 @@ def _real_offsets(table: pa.Table, delta: int) -> pa.Table:
 
 @dataclass(frozen=True, slots=True)
 class Dropped:
-    """Consecutive row groups whose every record the keep rules drop, known from the footer alone."""
+    """Row groups of a segment whose every record the keep rules drop, known from the footer alone."""
 
     records: int
     unkeyed: int

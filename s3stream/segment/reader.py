@@ -4,7 +4,9 @@
 (a second one only when the footer is larger), validated by :func:`format.parse_footer`, gives the offset
 and time index. A read then fetches only the byte ranges of the row groups (and, for a column subset, the
 column chunks) it needs, coalescing consecutive row groups into GETs of up to ``_GET_BLOCKS`` blocks.
-``pyarrow.parquet`` decodes through a :class:`ranged.RangedFile` with page-checksum verification on.
+``pyarrow.parquet`` decodes through a :class:`ranged.RangedFile`: a whole row group (every column) of a
+format-2 segment is first checked against its CRC32C from the footer index and decoded without page
+checksums; column subsets and format-1 segments are decoded with page-checksum verification on.
 
 Read-ahead: a read that continues where the previous one stopped (or that has no budget) is *streaming*:
 the reader keeps the row groups of the next ``_WINDOW_BLOCKS`` blocks of the object fetching in the
@@ -13,8 +15,8 @@ next call finds its bytes arriving or arrived. Other reads fetch what their budg
 Cached plus in-flight bytes stay within window + one GET + two blocks; a read that returns the segment's
 last record drops them. :meth:`SegmentReader.warm` opens a segment and starts its first window in the
 background, for a caller about to stream into it. :meth:`SegmentReader.read_groups` reads row groups the
-caller picked from the footer (the cleaner), with no stream state. An error of a background fetch is raised by the read
-that needs those bytes (as the same exception), never by anything else.
+caller picked from the footer (the cleaner), with no stream state. An error of a background fetch is
+raised by the read that needs those bytes (as the same exception), never by anything else.
 
 Every row group read is checked against the footer index (row count, first/last offset, strictly
 increasing offsets, timestamp bounds, null keys and values, schema), so a damaged object yields
@@ -291,9 +293,12 @@ class SegmentReader:
     def read_groups(self, groups: Sequence[int], *, columns: Sequence[str] | None = None) -> pa.Table:
         """Row groups ``groups`` (ascending indexes) decoded at once, for a caller that chose them from the footer.
 
-        Their column chunks are fetched in parallel on the fetch pool (touching spans coalesced) into a
-        file of this call's own, so calls may run concurrently on one reader and nothing stays cached.
-        Page checksums are verified and every group is checked against the footer index.
+        The bytes go into a file of this call's own, so calls may run concurrently on one reader and
+        nothing stays cached. Whole row groups (every column) are fetched touching ones in one GET (the
+        first on this thread, any others meanwhile on the fetch pool) and checked against their CRC32Cs;
+        for a column subset the column chunks are fetched
+        in parallel on the fetch pool and pyarrow verifies their page checksums. Every group is checked
+        against the footer index.
 
         Raises:
             InvalidRequest: an unknown column name or a group index out of range or not ascending.
@@ -317,8 +322,11 @@ class SegmentReader:
         file = RangedFile(self._fetch, self._object_size, source=self._source, block_bytes=self._block_bytes,
                           cache_bytes=sum(b - a for a, b in runs))
         if whole:  # each group's CRC32C is checked as its bytes arrive: no page checksums to verify
-            for run in runs:
-                file.prime(run[0], self._fetch_groups(run, infos))
+            # runs after the first are fetched on the fetch pool meanwhile (store latency, not bandwidth)
+            later = [fetch_pool().submit(self._fetch_groups, run, infos) for run in runs[1:]]
+            file.prime(runs[0][0], self._fetch_groups(runs[0], infos))
+            for run, fetched in zip(runs[1:], later, strict=True):
+                file.prime(run[0], fetched.result())
         else:
             file.fetch_async(runs)
         with self._decoding(file):
