@@ -6,9 +6,9 @@ metadata, one row per row group (segment) or chunk (WAL object), the checks made
 
 Checks (each an :class:`Check`; ``ok=None`` means it could not be made):
 
-* segment: footer CRC32C and format version; Parquet page CRCs and every row group against the footer
-  index; the whole-object CRC32C against the partition manifest that references it (when the object is
-  in a store and its manifest is readable).
+* segment: footer CRC32C and format version; each row group's CRC32C (format 2); Parquet page CRCs and
+  every row group against the footer index; the whole-object CRC32C against the partition manifest that
+  references it (when the object is in a store and its manifest is readable).
 * WAL object: trailer, index CRC32C and index invariants; each chunk's CRC32C and its records against
   its index entry; the key's node id and sequence against the index.
 
@@ -123,6 +123,11 @@ def _inspect_segment(data: bytes, source: str, key: str | None, objstore: Object
                              "records": g.num_rows, "bytes": f"[{g.byte_start}, {g.byte_end})",
                              "size bytes": g.size_bytes, "min ts": g.min_timestamp, "max ts": g.max_timestamp,
                              "no key": _unknown(g.unkeyed), "tombstones": _unknown(g.tombstones)})
+    if footer.version >= 2:  # format 2 keeps each row group's CRC32C in the footer index
+        bad = [i for i, g in enumerate(footer.row_groups)
+               if crc32c.crc32c(memoryview(data)[g.byte_start:g.byte_end]) != g.crc32c]
+        report.checks.append(Check("row-group crc32cs (footer index)", not bad,
+                                   f"row groups {bad} differ" if bad else f"{len(footer.row_groups)} row groups"))
     try:
         table = reader.read_all()
     except CorruptData as exc:

@@ -57,6 +57,7 @@ _DECODE_ERRORS = (pa.ArrowException, OSError, ValueError, TypeError, KeyError, I
                   EOFError, struct.error, RuntimeError)
 _SIZE_COLUMNS = ("key", "value", "headers")
 _ALL_COLUMNS = tuple(RECORD_SCHEMA.names)
+_ALL_COLUMN_SET = frozenset(_ALL_COLUMNS)
 
 #: read-ahead window, in blocks; within it adjacent row groups are merged into GETs of up to _GET_BLOCKS
 #: blocks (per-request overhead dominates small GETs) that are fetched concurrently
@@ -317,7 +318,7 @@ class SegmentReader:
             raise InvalidRequest(f"row groups must be ascending indexes below {len(infos)}, got {picked[:8]}")
         if not picked:
             return _concat([], need).select(out_cols)
-        whole = len(need) == len(_ALL_COLUMNS) and all(infos[g].crc32c is not None for g in picked)
+        whole = set(need) == _ALL_COLUMN_SET and all(infos[g].crc32c is not None for g in picked)
         runs = _coalesce([spans[g] for g in picked])
         file = RangedFile(self._fetch, self._object_size, source=self._source, block_bytes=self._block_bytes,
                           cache_bytes=sum(b - a for a, b in runs))
@@ -538,7 +539,7 @@ class SegmentReader:
             start, end = self._spans_for(columns)[g]
             self._file.wait(start, end)  # its fetch's error is raised here, before pyarrow sees it
             pf = self._pf
-            if len(columns) == len(_ALL_COLUMNS) and info.crc32c is not None:
+            if set(columns) == _ALL_COLUMN_SET and info.crc32c is not None:
                 # the whole group is cached: check its CRC32C once instead of every page's CRC32 (no fetch
                 # lands in the cache while it decodes, so pyarrow reads exactly the bytes checked)
                 if crc32c.crc32c(self._file.view(start, end)) != info.crc32c:

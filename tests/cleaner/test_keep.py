@@ -5,8 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import pyarrow as pa
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from cleaner.keep import retain
+from cleaner.keep import droppable, dropped_whole, retain
 from cleaner.offsetmap import MAP_SCHEMA, OffsetMap
 from s3stream.records import RECORD_SCHEMA
 
@@ -123,3 +125,26 @@ def test_order_timestamps_and_headers_are_preserved() -> None:
     out, _ = retain(t, omap({"x": 10, "y": 12}, 12), now_ms=NOW, delete_retention_ms=DR)
     assert out.to_pylist() == t.to_pylist()
     assert out.schema.equals(RECORD_SCHEMA)
+
+
+@settings(max_examples=150, deadline=None)
+@given(rows=st.lists(st.tuples(st.sampled_from(["a", "b", "c", None]), st.sampled_from(["v", None]),
+                               st.sampled_from([None, NOW - 1, NOW + 1])), min_size=8, max_size=30),
+       start=st.integers(0, 4), extra=st.integers(4, 25), lo=st.integers(0, 12), width=st.integers(0, 4))
+def test_droppable_ranges_keep_nothing_and_count_as_retain_does(
+        rows: list[tuple[str | None, str | None, int | None]], start: int, extra: int, lo: int, width: int) -> None:
+    """droppable(first, last) is exact enough for the cleaner to skip the range: retain keeps none of it,
+    and dropped_whole reports the statistics retain reports for it."""
+    t = table([(i, k, v, h) for i, (k, v, h) in enumerate(rows)])
+    latest = min(len(rows) - 1, start + extra)
+    latest_of: dict[str, int] = {k: i for i, (k, _, _) in enumerate(rows) if k is not None and start <= i <= latest}
+    m = omap(latest_of, latest, start)
+    first, last = lo, lo + width
+    part = t.filter(pa.array([first <= o <= last for o in range(len(rows))]))
+    out, stats = retain(part, m, now_ms=NOW, delete_retention_ms=DR)
+    if droppable(m, first, last):
+        assert out.num_rows == 0
+        unkeyed, tombstones = part.column("key").null_count, part.column("value").null_count
+        assert stats == dropped_whole(part.num_rows, unkeyed, tombstones)
+    elif start <= first and last <= latest and part.num_rows == last - first + 1:
+        assert any(first <= w <= last for w in m.winners)  # not droppable only because a winner is inside

@@ -37,7 +37,7 @@ def test_dump_segment_verifies_every_checksum(filled: Cli) -> None:
     key = filled.key(segment)
     result = filled.ok("dump", key)
     assert f"segment object {key}" in result.stdout
-    assert result.stdout.count("ok  ") == 3  # footer, pages + row groups, crc vs manifest
+    assert result.stdout.count("ok  ") == 4  # footer, row-group crc32cs, pages + row groups, crc vs manifest
     assert "matches manifest seq" in result.stdout
 
     doc = json.loads(filled.ok("dump", key, "--json").stdout)
@@ -92,7 +92,8 @@ def test_dump_reports_a_corrupt_segment(filled: Cli, tmp_path: Path) -> None:
     result = filled("dump", filled.key(segment), "--json")
     assert result.exit_code == 1
     failed = [c["name"] for c in json.loads(result.stdout)["checks"] if c["ok"] is False]
-    assert failed == ["page crcs + row groups vs footer index", "object crc32c vs manifest"]
+    assert failed == ["row-group crc32cs (footer index)", "page crcs + row groups vs footer index",
+                      "object crc32c vs manifest"]
 
 
 def test_dump_reports_a_corrupt_wal_object(filled: Cli, tmp_path: Path) -> None:
