@@ -563,27 +563,14 @@ class SegmentReader:
             self._decoded = None
 
     def _checked(self, table: pa.Table, info: RowGroupInfo, g: int) -> pa.Table:
-        """Check a decoded row group against the footer index (count, offsets, timestamps, schema)."""
-        offs = np.asarray(table.column("offset").to_numpy(), dtype=np.int64)
-        bad = (table.num_rows != info.num_rows or len(offs) == 0 or int(offs[0]) != info.first_offset
-               or int(offs[-1]) != info.last_offset or not bool(np.all(offs[1:] > offs[:-1])))
-        if not bad and "timestamp" in table.column_names:
-            mm = pc.min_max(table.column("timestamp"))
-            bad = (mm["min"].as_py(), mm["max"].as_py()) != (info.min_timestamp, info.max_timestamp)
-        for column, nulls in (("key", info.unkeyed), ("value", info.tombstones)):
-            bad = bad or (nulls is not None and column in table.column_names
-                          and table.column(column).null_count != nulls)
-        names = tuple(table.column_names)
-        expected = self._schemas.get(names)
-        if expected is None:
-            expected = self._schemas[names] = pa.schema([RECORD_SCHEMA.field(n) for n in names])
-        if bad or not table.schema.equals(expected):
-            raise CorruptData(f"row group {g} disagrees with the footer index", source=self._source)
+        """Check one decoded row group against the footer index; the table without Parquet's metadata."""
+        self._check_groups(table, [info], what=f"row group {g} disagrees")
         return table.replace_schema_metadata(None)
 
-
-    def _check_groups(self, table: pa.Table, infos: Sequence[RowGroupInfo]) -> None:
-        """Like :meth:`_checked` for consecutive decoded groups (in one table), vectorized across the groups."""
+    def _check_groups(self, table: pa.Table, infos: Sequence[RowGroupInfo], *,
+                      what: str = "row groups disagree") -> None:
+        """Check decoded row groups (consecutive in ``table``) against the footer index, all at once: row
+        counts, first/last and strictly increasing offsets, timestamp bounds, null keys and values, schema."""
         rows = np.array([g.num_rows for g in infos], dtype=np.int64)
         ends = np.cumsum(rows)
         starts = ends - rows
@@ -596,14 +583,17 @@ class SegmentReader:
             bad = (not np.array_equal(np.minimum.reduceat(ts, starts), [g.min_timestamp for g in infos])
                    or not np.array_equal(np.maximum.reduceat(ts, starts), [g.max_timestamp for g in infos]))
         for column, counts in (("key", [g.unkeyed for g in infos]), ("value", [g.tombstones for g in infos])):
-            known = [c for c in counts if c is not None]
-            if bad or column not in table.column_names or len(known) != len(counts):
+            if bad or column not in table.column_names:
                 continue
-            nulls = np.asarray(pc.is_null(table.column(column)).to_numpy(zero_copy_only=False), dtype=np.int64)
-            bad = not np.array_equal(np.add.reduceat(nulls, starts), known)
-        expected = pa.schema([RECORD_SCHEMA.field(n) for n in table.column_names])
-        if bad or not table.schema.remove_metadata().equals(expected):
-            raise CorruptData("row groups disagree with the footer index", source=self._source)
+            col = table.column(column)
+            bad = any(n is not None and col.slice(int(a), int(r)).null_count != n
+                      for a, r, n in zip(starts, rows, counts, strict=True))
+        names = tuple(table.column_names)
+        expected = self._schemas.get(names)
+        if expected is None:
+            expected = self._schemas[names] = pa.schema([RECORD_SCHEMA.field(n) for n in names])
+        if bad or not table.schema.equals(expected):
+            raise CorruptData(f"{what} with the footer index", source=self._source)
 
 
 def _verify_whole(data: bytes, source: str) -> None:
