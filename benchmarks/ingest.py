@@ -15,12 +15,15 @@ payload rate, appending ``latency_batch_records``-record batches; each append's 
 latency (call to return: WAL fsync'd, group commit) is one sample. Meanwhile a separate process probes
 the raw fsync latency of the same disk (:mod:`benchmarks.fsyncprobe`): the disk in the phase's conditions.
 
-Memory: peak RSS of the process over the sustained-ingest phase (producers and final flush).
+Memory: peak RSS of the process over the sustained-ingest phase (producers and final flush), plus the
+peak RSS of each seal worker process (``seal.workers``; s3:// targets seal in workers, as a user's store
+would): the sum of the peaks, an upper bound. The workers' CPU counts as the process's too.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,7 +37,8 @@ from benchmarks.targets import Target
 from benchmarks.workload import ProduceResult, Producers, make_batches
 from s3stream import Store, open_store
 
-__all__ = ["IngestOutcome", "engine_counters", "engine_gauges", "run_ingest"]
+__all__ = ["IngestOutcome", "engine_counters", "engine_gauges", "run_ingest", "seal_worker_baselines",
+           "seal_worker_pids"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +65,17 @@ def engine_counters(store: Store) -> dict[str, Any]:
     except AttributeError:
         pass
     return out
+
+
+def seal_worker_baselines(store: Store) -> dict[int, int]:
+    """pid -> resident bytes once started, of the store's seal worker processes ({} when it seals in threads)."""
+    workers = getattr(store.runtime, "seal_workers", None)
+    return {} if workers is None else dict(workers.ready_rss_bytes)
+
+
+def seal_worker_pids(store: Store) -> Callable[[], list[int]]:
+    """The live seal worker pids of ``store``, read when called (workers start on the first seal)."""
+    return lambda: list(seal_worker_baselines(store))
 
 
 def engine_gauges(store: Store) -> dict[str, int]:
@@ -96,22 +111,28 @@ def run_ingest(target: Target, params: Params, progress: PhaseProgress) -> Inges
     small = make_batches(params.latency_batch_records, params.record_bytes, seed=params.seed + 1, pool_bytes=pool)
     baseline_rss = current_rss_bytes()
     url, objstore = target.store("ingest")
-    store = open_store(url, object_store=objstore, wal_dir=target.wal_dir("ingest"), **params.open_options())
+    if target.kind != "latency":  # the store opens the URL itself, as a user's would (seal.workers=auto)
+        objstore.close()
+    store = open_store(url, object_store=objstore if target.kind == "latency" else None,
+                       wal_dir=target.wal_dir("ingest"), **params.open_options())
+    workers = seal_worker_pids(store)
     try:
         topic_config = {"segment.bytes": params.segment_bytes}
         store.create_topic("ingest", partitions=params.partitions, config=topic_config)
         logs = _warm_up(store, "ingest", params.partitions, batches[0])
-        producers = Producers(logs, batches, producers=params.producers)
+        producers = Producers(logs, batches, producers=params.producers, helpers=workers)
         before = engine_counters(store)
         with progress.phase(f"ingest: {params.partitions} partitions, {params.duration_s:g} s",
-                            seconds=params.duration_s), PeakRss(gauges=lambda: engine_gauges(store)) as peak, \
+                            seconds=params.duration_s), \
+                PeakRss(gauges=lambda: engine_gauges(store), helpers=workers) as peak, \
                 maybe_sample(params.profile) as sampler:
             produced = producers.run(seconds=params.duration_s)
             t0 = time.perf_counter()
             store.flush()
             flush_s = time.perf_counter() - t0
         sustained = _sustained(produced, flush_s, before, engine_counters(store), params)
-        memory = {**peak.result(), "baseline_rss_bytes": baseline_rss}
+        memory = {**peak.result(), "baseline_rss_bytes": baseline_rss,
+                  "helper_processes_baseline_rss_bytes": sum(seal_worker_baselines(store).values())}
         profiles = {"sustained_ingest": sampler.result()} if sampler is not None else {}
         rate = 0.5 * sustained["payload_mb_per_s"] * 1e6
         store.create_topic("latency", partitions=params.partitions, config=topic_config)
@@ -119,7 +140,7 @@ def run_ingest(target: Target, params: Params, progress: PhaseProgress) -> Inges
         probe = FsyncProbe(Path(target.wal_dir("fsync-probe")), params.latency_seconds)
         with progress.phase(f"ack latency at half load ({rate / 1e6:.1f} MB/s)", seconds=params.latency_seconds), \
                 maybe_sample(params.profile) as sampler, probe:
-            paced = Producers(lat_logs, small, producers=params.producers).run(
+            paced = Producers(lat_logs, small, producers=params.producers, helpers=workers).run(
                 seconds=params.latency_seconds, rate_bytes_per_s=rate)
         if sampler is not None:
             profiles["latency_at_half_load"] = sampler.result()

@@ -88,24 +88,56 @@ def _system_cpu_ticks() -> tuple[int, int] | None:
     return sum(values) - idle, sum(values)
 
 
-class CpuMeter:
-    """CPU used by this process (all threads) and by the whole machine over an interval, in cores."""
+#: The pids of helper processes whose resources count as the engine's (s3stream's seal workers).
+Helpers = Callable[[], list[int]]
 
-    def __init__(self) -> None:
+
+class CpuMeter:
+    """CPU used by this process (all threads) and its ``helpers`` processes, and by the whole machine, over
+    an interval, in cores. A helper started during the interval counts from its start."""
+
+    def __init__(self, helpers: Helpers | None = None) -> None:
+        self._helpers = helpers
         self._t0 = time.perf_counter()
         self._cpu0 = _process_cpu_s()
+        self._helper0 = {pid: _pid_cpu_s(pid) or 0.0 for pid in (helpers() if helpers else [])}
         self._sys0 = _system_cpu_ticks()
 
     def read(self) -> dict[str, float]:
-        """Average cores busy since construction: this process, and the machine (every process)."""
+        """Average cores busy since construction: this process (with its helpers), and the machine."""
         wall = max(time.perf_counter() - self._t0, 1e-9)
-        out = {"wall_s": round(wall, 3), "process_cpu_cores": round((_process_cpu_s() - self._cpu0) / wall, 3)}
+        helper_s = sum(max(0.0, (_pid_cpu_s(pid) or 0.0) - self._helper0.get(pid, 0.0))
+                       for pid in (self._helpers() if self._helpers else []))
+        out = {"wall_s": round(wall, 3),
+               "process_cpu_cores": round((_process_cpu_s() - self._cpu0 + helper_s) / wall, 3)}
+        if self._helpers is not None:
+            out["helper_processes_cpu_cores"] = round(helper_s / wall, 3)
         sys1 = _system_cpu_ticks()
         if self._sys0 is not None and sys1 is not None and sys1[1] > self._sys0[1]:
             busy = (sys1[0] - self._sys0[0]) / (sys1[1] - self._sys0[1])
             out["machine_busy_cores"] = round(busy * (os.cpu_count() or 1), 3)
             out["other_processes_cores"] = round(max(0.0, out["machine_busy_cores"] - out["process_cpu_cores"]), 3)
         return out
+
+
+def _pid_cpu_s(pid: int) -> float | None:
+    """User + system CPU seconds of process ``pid`` (None once it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _pid_status_bytes(pid: int | str, field: str) -> int | None:
+    """A ``kB`` line of ``/proc/PID/status`` (``VmRSS``, ``VmHWM``) in bytes; None if unreadable."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
 
 
 def _process_cpu_s() -> float:
@@ -122,13 +154,7 @@ def current_rss_bytes() -> int:
 
 
 def _vm_hwm_bytes() -> int | None:
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        return None
-    return None
+    return _pid_status_bytes("self", "VmHWM")
 
 
 def _reset_hwm() -> bool:
@@ -141,9 +167,13 @@ def _reset_hwm() -> bool:
 
 
 class PeakRss:
-    """Peak resident memory over a phase (``with PeakRss() as peak: ...; peak.result()``)."""
+    """Peak resident memory over a phase (``with PeakRss() as peak: ...; peak.result()``), of this process
+    plus its ``helpers`` processes: the sum of their peaks (an upper bound of the peak of the sum)."""
 
-    def __init__(self, interval_s: float = 0.02, *, gauges: Callable[[], dict[str, int]] | None = None) -> None:
+    def __init__(self, interval_s: float = 0.02, *, gauges: Callable[[], dict[str, int]] | None = None,
+                 helpers: Helpers | None = None) -> None:
+        self._helpers = helpers
+        self._helper_hwm: dict[int, int] = {}
         self._interval = interval_s
         self._gauges = gauges
         self._gauge_peaks: dict[str, int] = {}
@@ -169,18 +199,30 @@ class PeakRss:
 
     def _run(self) -> None:
         while not self._stop.wait(self._interval):
-            self._sampled = max(self._sampled, current_rss_bytes())
+            helpers = 0
+            for pid in self._helpers() if self._helpers else []:
+                helpers += _pid_status_bytes(pid, "VmRSS") or 0
+                self._helper_hwm[pid] = max(self._helper_hwm.get(pid, 0), _pid_status_bytes(pid, "VmHWM") or 0)
+            self._sampled = max(self._sampled, current_rss_bytes() + helpers)
             self._arrow = max(self._arrow, _arrow_allocated_bytes())
             if self._gauges is not None:
                 for name, value in self._gauges().items():
                     self._gauge_peaks[name] = max(self._gauge_peaks.get(name, 0), value)
 
+    def _run_once_more(self) -> None:
+        """Read the helpers' lifetime peaks at the end too (a helper that started late was sampled little)."""
+        for pid in self._helpers() if self._helpers else []:
+            self._helper_hwm[pid] = max(self._helper_hwm.get(pid, 0), _pid_status_bytes(pid, "VmHWM") or 0)
+
     def result(self) -> dict[str, Any]:
         """Peak RSS (bytes) with how it was measured, the RSS at the start, the lifetime peak."""
+        self._run_once_more()
         hwm = _vm_hwm_bytes() if self._reset_ok else None
-        peak = max(self._sampled, hwm or 0)
+        helper_peak = sum(self._helper_hwm.values())
+        peak = max(self._sampled, (hwm or 0) + helper_peak)
         return {
             "peak_rss_bytes": peak,
+            "helper_processes_peak_rss_bytes": helper_peak,
             "method": "VmHWM reset via /proc/self/clear_refs" if hwm is not None else "sampled every 20 ms",
             "sampled_peak_rss_bytes": self._sampled,
             "start_rss_bytes": self._start,

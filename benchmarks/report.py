@@ -94,7 +94,9 @@ def build_figures(raw: dict[str, Any], m: dict[str, Any], settings: dict[str, An
     seals = settings.get("seal_concurrency", 1)
     configured = (settings["buffer_bytes"] + settings["cache_bytes"] + settings["flush_bytes"]
                   + seals * (settings.get("segment_upload_part_bytes", 0) + 2 * SEAL_READ_BYTES))
-    memory_limit = memory["baseline_rss_bytes"] + configured + FIXED_MEMORY_OVERHEAD
+    # seal worker processes (if any) bring their own interpreter: its RSS once started, measured per worker
+    helpers = memory.get("helper_processes_baseline_rss_bytes", 0)
+    memory_limit = memory["baseline_rss_bytes"] + helpers + configured + FIXED_MEMORY_OVERHEAD
     figures = [
         Figure.judge("ingest_throughput", "Sustained ingest, ack=wal, flushed to target",
                      ingest["payload_mb_per_s"], "MB/s", min(disk, put), "min(raw fsync'd disk, raw PUT)",
@@ -118,9 +120,10 @@ def build_figures(raw: dict[str, Any], m: dict[str, Any], settings: dict[str, An
                      f"raw ranged GET ({raw['ranged_get']['threads']} threads)", at_least=0.5,
                      details={"single_stream_get_mb_per_s": raw["ranged_get_single"]["mb_per_s"]}),
         Figure.judge("peak_rss", "Peak RSS during sustained ingest", memory["peak_rss_bytes"] / MiB, "MiB",
-                     memory_limit / MiB, "baseline + buffer + cache + flush + seals x (part + prefetch) + 128 MiB",
-                     at_most=1.0,
+                     memory_limit / MiB, "baseline (+ seal workers' baselines) + buffer + cache + flush "
+                     "+ seals x (part + prefetch) + 128 MiB", at_most=1.0,
                      details={"baseline_rss_mib": round(memory["baseline_rss_bytes"] / MiB, 1),
+                              "seal_workers_baseline_rss_mib": round(helpers / MiB, 1),
                               "configured_buffers_mib": round(configured / MiB, 1)}),
     ]
     return figures
@@ -251,8 +254,10 @@ def _workload_text(params: dict[str, Any], m: dict[str, Any], raw_put_mb_per_s: 
         f"({ing.get('object_put_mb_per_s', '?')} MB/s of PUTs, "
         f"{ing.get('object_put_mb_per_s', 0) / max(raw_put_mb_per_s, 1e-9):.0%} of the raw PUT "
         "bandwidth); "
-        f"process CPU {ing['cpu'].get('process_cpu_cores', '?')} cores, machine "
-        f"{ing['cpu'].get('machine_busy_cores', '?')} cores busy.",
+        f"process CPU {ing['cpu'].get('process_cpu_cores', '?')} cores"
+        + (f" (seal workers {ing['cpu']['helper_processes_cpu_cores']})" if "helper_processes_cpu_cores" in ing["cpu"]
+           else "")
+        + f", machine {ing['cpu'].get('machine_busy_cores', '?')} cores busy.",
         f"- Ack latency at half load: batches of {lat['batch_records']} records, offered "
         f"{lat['offered_payload_mb_per_s']} MB/s, achieved {lat['payload_mb_per_s']} MB/s, "
         f"p50 {lat['ack_latency_ms']['p50_ms']:.2f} / p99 {lat['ack_latency_ms']['p99_ms']:.2f} / "
@@ -274,6 +279,9 @@ _HARNESS_ROLES = frozenset({"bench-rss", "bench-progress", "bench-profiler"})
 def _memory_text(mem: dict[str, Any]) -> str:
     text = (f"- Memory: peak RSS {mem['peak_rss_bytes'] / MiB:.0f} MiB ({mem['method']}), baseline before the "
             f"store opened {mem['baseline_rss_bytes'] / MiB:.0f} MiB")
+    if mem.get("helper_processes_peak_rss_bytes"):
+        text += (f", of which seal worker processes {mem['helper_processes_peak_rss_bytes'] / MiB:.0f} MiB "
+                 f"(their baselines once started {mem.get('helper_processes_baseline_rss_bytes', 0) / MiB:.0f} MiB)")
     if "arrow_allocated_sampled_peak_bytes" in mem:
         text += (f"; Arrow pool ({mem['arrow_memory_pool']}) peak {mem['arrow_allocated_sampled_peak_bytes'] / MiB:.0f}"
                  " MiB")

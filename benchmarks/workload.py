@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from benchmarks.measure import CpuMeter, LatencySummary, mb_per_s
+from benchmarks.measure import CpuMeter, Helpers, LatencySummary, mb_per_s
 from s3stream import PartitionLog, Record
 
 __all__ = ["ProduceResult", "Producers", "make_batches", "random_bytes"]
@@ -86,13 +86,15 @@ class ProduceResult:
 
 
 class Producers:
-    """``producers`` threads appending ``batches`` (cycled) to ``logs``.
+    """``producers`` threads appending ``batches`` (cycled) to ``logs``; the CPU reported includes ``helpers``.
 
     :attr:`appended_bytes` grows live for the progress bar (updated without a lock: approximate while
     running, never used for results, which count each producer's own appends).
     """
 
-    def __init__(self, logs: Sequence[PartitionLog], batches: Sequence[Sequence[Record]], *, producers: int) -> None:
+    def __init__(self, logs: Sequence[PartitionLog], batches: Sequence[Sequence[Record]], *, producers: int,
+                 helpers: Helpers | None = None) -> None:
+        self._helpers = helpers  # processes whose CPU counts as the store's (seal workers)
         if not logs or not batches or producers < 1:
             raise ValueError("Producers needs partitions, batches and at least one producer")
         self._logs = list(logs)
@@ -141,7 +143,7 @@ class Producers:
             with lock:
                 results.append(outcome)
 
-        cpu = CpuMeter()
+        cpu = CpuMeter(self._helpers)
         threads = [threading.Thread(target=worker, args=(i,), name=f"bench-producer-{i}")
                    for i in range(self._producers)]
         for t in threads:

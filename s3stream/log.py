@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from s3stream import layout
 from s3stream.config import TopicConfig
 from s3stream.errors import (
     CorruptData,
@@ -47,7 +48,8 @@ from s3stream.manifest.versioned import ManifestStore, manifest_store, writer_fe
 from s3stream.readpath import LogView, MemBatch, read_table
 from s3stream.records import AppendResult, PreparedColumns, Record, SegmentInfo, prepare_columns, records_from_batch
 from s3stream.roll import ActiveStats, should_roll
-from s3stream.sealing import read_chunks, write_segment_stream
+from s3stream.sealing import read_chunks, segment_ref, write_segment_stream
+from s3stream.sealjob import SealJob
 from s3stream.uploader import BufferedAppend
 from s3stream.walentry import AppendEntry, RollEntry, encode_entry
 from s3stream.walscan import ChunkRef, contiguous_chunks
@@ -567,15 +569,33 @@ class PartitionLog:
                     node = w.node
                 self._seal_one(seg, view, epoch, node)
 
+    def _write_segment(self, seg: _Unsealed, view: LogView) -> SegmentRef:
+        """PUT the segment object of ``seg`` (streamed: one read chunk, one row group and one upload part in
+        memory, not the whole segment), here or in a seal worker process (s3stream.sealjob)."""
+        rt = self._rt
+        if rt.seal_workers is None:
+            tables = read_chunks(view, seg.base_offset, seg.end_offset, log_id=self.log_id, segments=rt.segments,
+                                 chunks=rt.chunks)
+            return write_segment_stream(rt, topic_id=self._topic_id, partition=self._partition, tables=tables,
+                                        base_offset=seg.base_offset, last_offset=seg.end_offset - 1,
+                                        first_batch_max_ts=seg.first_batch_max_ts)
+        now = rt.clock.now_ms()
+        key = layout.segment_key(self._topic_id, self._partition, seg.base_offset, rt.ids.ulid(now))
+        job = SealJob.of(view, log_id=self.log_id, key=key, base_offset=seg.base_offset, end_offset=seg.end_offset,
+                         first_batch_max_ts=seg.first_batch_max_ts,
+                         row_group_bytes=rt.settings.segment_row_group_bytes,
+                         part_bytes=rt.settings.segment_upload_part_bytes)
+        summary = rt.seal_workers.run(job)
+        rt.crash.hit("seal.after_segment_put")
+        return segment_ref(key, summary, now, cleaned=False)
+
     def _seal_one(self, seg: _Unsealed, view: LogView, epoch: Epoch, node: NodeRuntime) -> None:
         rt = self._rt
-        # streamed: one read chunk, one row group and one upload part in memory, not the whole segment
-        tables = read_chunks(view, seg.base_offset, seg.end_offset, log_id=self.log_id, segments=rt.segments,
-                             chunks=rt.chunks)
         with rt.seal_slot:
-            ref = write_segment_stream(rt, topic_id=self._topic_id, partition=self._partition, tables=tables,
-                                       base_offset=seg.base_offset, last_offset=seg.end_offset - 1,
-                                       first_batch_max_ts=seg.first_batch_max_ts)
+            ref = self._write_segment(seg, view)
+        if ref.record_count != seg.record_count:  # never commit a segment that lost records on the way
+            raise CorruptData(f"sealed {ref.record_count} records of [{seg.base_offset}, {seg.end_offset}), "
+                              f"expected {seg.record_count}", source=ref.key)
         # read the uploader's floor BEFORE our chunks: an object published in between is then either in
         # ``later`` or at/above the floor; the other order could skip it and hide its records from readers
         unpublished = node.uploader.lowest_unpublished_seq

@@ -25,6 +25,7 @@ from s3stream.metrics import StoreMetrics
 from s3stream.node import claim_namespace, pick_node_directory
 from s3stream.objectstore.protocol import ObjectStore
 from s3stream.readpath import ChunkCache, SegmentReaderCache
+from s3stream.sealworker import SealWorkers
 from s3stream.settings import StoreSettings
 from s3stream.uploader import BufferedAppend, FlushedObject, Uploader
 from s3stream.walentry import decode_entry
@@ -88,7 +89,7 @@ class Runtime:
     """Everything a store's partitions share (thread-safe)."""
 
     def __init__(self, *, url: str, objstore: ObjectStore, settings: StoreSettings, clock: Clock, ids: IdSource,
-                 crash: CrashPoints, wal_root: str, metrics: StoreMetrics) -> None:
+                 crash: CrashPoints, wal_root: str, metrics: StoreMetrics, seal_in_workers: bool = False) -> None:
         self.url = url
         # every request of this store's components counts in s3stream_object_store_requests/errors
         self.objstore = objstore = metrics.meter(objstore)
@@ -118,6 +119,8 @@ class Runtime:
         # or a caller's flush() or roll()): a seal holds an upload part and a row group, and the memory
         # bound counts seal_concurrency of each
         self.seal_slot = threading.BoundedSemaphore(settings.seal_concurrency)
+        # seals read, encode and upload in worker processes (settings.seal_workers): see s3stream.sealjob
+        self.seal_workers = SealWorkers(url, metrics) if seal_in_workers else None
         metrics.watch_buffered_bytes(self._buffered_bytes)
 
     # -- partitions --------------------------------------------------------------------------------
@@ -311,6 +314,8 @@ class Runtime:
                 errors.append(exc)
             self.sealer.drain(timeout_s=self.settings.commit_timeout_ms / 1000.0)
         self.sealer.stop()
+        if self.seal_workers is not None:
+            self.seal_workers.close()
         if node is not None:
             try:
                 node.close()

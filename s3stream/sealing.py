@@ -22,13 +22,15 @@ import pyarrow as pa
 
 from s3stream import layout
 from s3stream.manifest.model import SegmentRef
+from s3stream.objectstore.protocol import ObjectStore
 from s3stream.readpath import ChunkCache, LogView, SegmentReaderCache, chunks_to_fetch, read_table
 from s3stream.segment import SegmentSummary, SegmentWriter, encode_segment
 
 if TYPE_CHECKING:
     from s3stream.runtime import Runtime
 
-__all__ = ["SEAL_READ_BYTES", "read_chunks", "write_segment", "write_segment_stream"]
+__all__ = ["SEAL_READ_BYTES", "read_chunks", "segment_ref", "stream_segment", "write_segment",
+           "write_segment_stream"]
 
 #: Logical record bytes a seal reads (and hands the encoder) at a time.
 SEAL_READ_BYTES = 8 << 20
@@ -72,16 +74,27 @@ def write_segment_stream(rt: Runtime, *, topic_id: str, partition: int, tables: 
     uploading it; a failure anywhere aborts the upload, so nothing is left visible."""
     now = rt.clock.now_ms()
     key = layout.segment_key(topic_id, partition, base_offset, rt.ids.ulid(now))
-    with rt.objstore.open_upload(key, part_bytes=rt.settings.segment_upload_part_bytes) as upload:
+    summary = stream_segment(rt.objstore, key, tables, base_offset=base_offset, last_offset=last_offset,
+                             first_batch_max_ts=first_batch_max_ts,
+                             row_group_bytes=rt.settings.segment_row_group_bytes,
+                             part_bytes=rt.settings.segment_upload_part_bytes)
+    rt.crash.hit(crash_point)
+    return segment_ref(key, summary, now, cleaned)
+
+
+def stream_segment(objstore: ObjectStore, key: str, tables: Iterable[pa.Table], *, base_offset: int,
+                   last_offset: int, first_batch_max_ts: int, row_group_bytes: int, part_bytes: int
+                   ) -> SegmentSummary:
+    """Encode ``tables`` as the segment object ``key`` while uploading it part by part (the I/O of a seal,
+    wherever it runs: a sealer thread or a seal worker process)."""
+    with objstore.open_upload(key, part_bytes=part_bytes) as upload:
         writer = SegmentWriter(upload.write, base_offset=base_offset, last_offset=last_offset,
-                               first_batch_max_timestamp=first_batch_max_ts,
-                               row_group_bytes=rt.settings.segment_row_group_bytes)
+                               first_batch_max_timestamp=first_batch_max_ts, row_group_bytes=row_group_bytes)
         for table in tables:
             writer.write(table)
         summary = writer.finish()
         upload.complete()
-    rt.crash.hit(crash_point)
-    return _ref(key, summary, now, cleaned)
+    return summary
 
 
 def write_segment(rt: Runtime, *, topic_id: str, partition: int, table: pa.Table, base_offset: int,
@@ -95,10 +108,11 @@ def write_segment(rt: Runtime, *, topic_id: str, partition: int, table: pa.Table
     key = layout.segment_key(topic_id, partition, base_offset, rt.ids.ulid(now))
     rt.objstore.put(key, data)
     rt.crash.hit(crash_point)
-    return _ref(key, summary, now, cleaned)
+    return segment_ref(key, summary, now, cleaned)
 
 
-def _ref(key: str, summary: SegmentSummary, created_ms: int, cleaned: bool) -> SegmentRef:
+def segment_ref(key: str, summary: SegmentSummary, created_ms: int, cleaned: bool) -> SegmentRef:
+    """The manifest entry of the segment object ``key`` the encoder summarized as ``summary``."""
     return SegmentRef(key=key, base_offset=summary.base_offset, last_offset=summary.last_offset,
                       size_bytes=summary.size_bytes, object_size=summary.object_size,
                       record_count=summary.record_count, max_timestamp=summary.max_timestamp,

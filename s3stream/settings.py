@@ -44,20 +44,22 @@ _TRUE = frozenset({"true", "1", "yes", "on"})
 _FALSE = frozenset({"false", "0", "no", "off"})
 _SECRET_RE = re.compile(r"secret|passw|token|credential|signature|access_?key|key_?id|session", re.I)
 
-SettingKind = Literal["int", "bool", "ratio", "ack", "path", "topic_config"]
+SettingKind = Literal["int", "bool", "ratio", "choice", "path", "topic_config"]
 
 
 @dataclass(frozen=True, slots=True)
 class _Spec:
-    """How one setting is checked and documented; ``minimum`` applies to ``int`` settings."""
+    """How one setting is checked and documented; ``minimum`` applies to ``int`` settings, ``choices`` to
+    ``choice`` settings (lower-case words)."""
 
     kind: SettingKind
     doc: str
     minimum: int = 0
+    choices: tuple[str, ...] = ()
 
 
-def _spec(kind: SettingKind, doc: str, minimum: int = 0) -> dict[str, _Spec]:
-    return {"spec": _Spec(kind, doc, minimum)}
+def _spec(kind: SettingKind, doc: str, minimum: int = 0, choices: tuple[str, ...] = ()) -> dict[str, _Spec]:
+    return {"spec": _Spec(kind, doc, minimum, choices)}
 
 
 class _FrozenConfig(Mapping[str, str]):
@@ -89,8 +91,8 @@ class StoreSettings:
     """Every store-level setting, with its default; see docs/configuration.md for the full table."""
 
     ack: Literal["wal", "s3"] = field(default="wal", metadata=_spec(
-        "ack", "When an append is acknowledged: wal = after the local WAL fsync (group commit); "
-               "s3 = after the WAL object holding it is committed in the bucket."))
+        "choice", "When an append is acknowledged: wal = after the local WAL fsync (group commit); "
+                  "s3 = after the WAL object holding it is committed in the bucket.", choices=("wal", "s3")))
     flush_interval_ms: int = field(default=250, metadata=_spec(
         "int", "Upload buffered WAL data as one multi-partition WAL object at least this often.", 1))
     flush_bytes: int = field(default=8 * _MiB, metadata=_spec(
@@ -116,6 +118,13 @@ class StoreSettings:
     seal_concurrency: int = field(default=2, metadata=_spec(
         "int", "Segments this process seals at once (each holds up to one upload part): one seal's upload "
                "overlaps the next one's reads and encoding.", 1))
+    seal_workers: Literal["auto", "process", "thread"] = field(default="auto", metadata=_spec(
+        "choice", "Where seals read, encode and upload segments: process = in worker processes at a lower CPU "
+                  "priority (seal_concurrency of them, started on the first seal, opening the store URL "
+                  "themselves), so a seal's Python work never holds the GIL appends need; thread = in this "
+                  "process; auto = process for an s3:// store s3stream opened itself, thread otherwise "
+                  "(memory:// stores always seal in threads).",
+        choices=("auto", "process", "thread")))
     segment_row_group_bytes: int = field(default=1 * _MiB, metadata=_spec(
         "int", "Target Parquet row-group size in segment objects: the unit of a ranged read.", 1))
     segment_upload_part_bytes: int = field(default=128 * _MiB, metadata=_spec(
@@ -264,7 +273,7 @@ def _coerce(spec: _Spec, name: str, raw: object) -> Any:
             raw = float(raw.strip())
         except ValueError:
             raise _invalid(name, raw, "Expected a number") from None
-    elif spec.kind == "ack" and isinstance(raw, str):
+    elif spec.kind == "choice" and isinstance(raw, str):
         raw = raw.strip().lower()
     _check(spec, name, raw)
     return raw
@@ -282,8 +291,8 @@ def _check(spec: _Spec, name: str, value: object) -> None:
     elif spec.kind == "ratio":
         if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 1:
             raise _invalid(name, value, "Value must be a number in (0, 1]")
-    elif spec.kind == "ack" and value not in ("wal", "s3"):
-        raise _invalid(name, value, "String must be one of: wal, s3")
+    elif spec.kind == "choice" and value not in spec.choices:
+        raise _invalid(name, value, f"String must be one of: {', '.join(spec.choices)}")
     elif spec.kind == "path" and value is not None and (not isinstance(value, str) or not value):
         raise _invalid(name, value, "Expected a non-empty path")
     elif spec.kind == "topic_config" and not isinstance(value, Mapping):

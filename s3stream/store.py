@@ -16,7 +16,7 @@ from typing import Any
 from s3stream.clock import Clock, SystemClock
 from s3stream.config import effective_topic_config
 from s3stream.crashpoints import CrashPoints
-from s3stream.errors import UnknownTopic
+from s3stream.errors import InvalidConfig, UnknownTopic
 from s3stream.ids import IdSource
 from s3stream.log import PartitionLog
 from s3stream.metrics import StoreMetrics
@@ -51,8 +51,9 @@ def open_store(url: str, *, clock: Clock | None = None, ids: IdSource | None = N
     settings = StoreSettings.from_options(options)
     clock = clock or SystemClock()
     ids = ids or IdSource()
-    objstore = object_store or open_object_store(url, clock=clock, ids=ids)
     scheme = parse_store_url(url).scheme
+    seal_in_workers = _seal_in_workers(settings, scheme, injected=object_store is not None)
+    objstore = object_store or open_object_store(url, clock=clock, ids=ids)
     if settings.probe and scheme != "memory":
         from s3stream.objectstore.probe import probe_conditional_writes, require_safe
 
@@ -61,17 +62,28 @@ def open_store(url: str, *, clock: Clock | None = None, ids: IdSource | None = N
         if result.mode != "full":
             log.warning("object store %s: %s", objstore.url, "; ".join(result.findings))
     wal_root = settings.wal_dir or default_wal_dir(url)
-    return Store(url, objstore, settings, clock, ids, crash_points or CrashPoints(), wal_root)
+    return Store(url, objstore, settings, clock, ids, crash_points or CrashPoints(), wal_root,
+                 seal_in_workers=seal_in_workers)
+
+
+def _seal_in_workers(settings: StoreSettings, scheme: str, *, injected: bool) -> bool:
+    """Whether seals run in worker processes (settings.seal_workers; a memory:// store cannot be shared)."""
+    if settings.seal_workers == "process":
+        if scheme == "memory":
+            raise InvalidConfig("seal.workers=process needs a store other processes can open (file:// or "
+                                "s3://), not memory://", key="seal.workers")
+        return True
+    return settings.seal_workers == "auto" and scheme == "s3" and not injected
 
 
 class Store:
     """An open stream store. Thread-safe; close it (or use ``with``) to flush and release the WAL."""
 
     def __init__(self, url: str, objstore: ObjectStore, settings: StoreSettings, clock: Clock, ids: IdSource,
-                 crash: CrashPoints, wal_root: str) -> None:
+                 crash: CrashPoints, wal_root: str, *, seal_in_workers: bool = False) -> None:
         self._metrics = StoreMetrics()
         self._rt = Runtime(url=url, objstore=objstore, settings=settings, clock=clock, ids=ids, crash=crash,
-                           wal_root=wal_root, metrics=self._metrics)
+                           wal_root=wal_root, metrics=self._metrics, seal_in_workers=seal_in_workers)
         try:
             self._rt.recover_leftovers()
         except BaseException:

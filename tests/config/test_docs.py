@@ -43,9 +43,9 @@ def _default(f: dataclasses.Field[object]) -> str:
     return f"`{value}`"
 
 
-def _rule(kind: str, minimum: int) -> str:
+def _rule(kind: str, minimum: int, choices: tuple[str, ...]) -> str:
     return {"int": f"integer >= {minimum}", "bool": "true / false", "ratio": "number in (0, 1]",
-            "ack": "`wal` or `s3`", "path": "non-empty path, or unset",
+            "choice": " or ".join(f"`{c}`" for c in choices), "path": "non-empty path, or unset",
             "topic_config": "valid topic configs"}[kind]
 
 
@@ -54,7 +54,7 @@ def render_settings() -> str:
     for f in dataclasses.fields(StoreSettings):
         spec = f.metadata["spec"]
         rows.append(f"| `{f.name}` | `{f.name.replace('_', '.')}` | {_default(f)} | "
-                    f"{_rule(spec.kind, spec.minimum)} | {_cell(spec.doc)} |")
+                    f"{_rule(spec.kind, spec.minimum, spec.choices)} | {_cell(spec.doc)} |")
     return "\n".join(rows) + "\n"
 
 

@@ -1,6 +1,7 @@
 """The engine against every backend: a compact append/roll/read/reopen/takeover scenario.
 
-file:// runs always; moto and SeaweedFS use the session servers of tests/conftest.py (marked ``s3``).
+file:// runs always (sealing in threads and in worker processes); moto and SeaweedFS use the session
+servers of tests/conftest.py (marked ``s3``) and seal in worker processes (``seal.workers=auto``).
 """
 
 from __future__ import annotations
@@ -61,8 +62,9 @@ def _scenario(url: str, tmp_path: Path, **opts: Any) -> None:
         assert reader.list_topics() == ["t"]
 
 
-def test_file_backend(tmp_path: Path) -> None:
-    _scenario(f"file://{tmp_path}/data", tmp_path, probe=True)
+@pytest.mark.parametrize("seal_workers", ["thread", "process"])
+def test_file_backend(tmp_path: Path, seal_workers: str) -> None:
+    _scenario(f"file://{tmp_path}/data", tmp_path, probe=True, seal_workers=seal_workers)
 
 
 def _s3_url(endpoint: str) -> str:
