@@ -5,23 +5,31 @@ recovery and after trim); an entry is *durable* once its bytes are written and f
 run of queued entries one syncer pass writes with one ``writev`` and one fsync.
 
 How an append flows: the caller thread checksums its payload (outside any lock), then, under the lock,
-gets the next seq, builds the 20-byte frame header and queues ``(header, payload)``. A single background
+gets the next seq, builds the 20-byte frame header and queues ``(header, payload)``. A background
 *syncer* thread takes everything queued (up to ``max_batch_bytes`` and to the room left in the active
-file), writes it in one ``writev``, fsyncs once, advances the durable seq and wakes the batch's waiters.
-While it syncs, new appends queue up and form the next batch, so concurrent appenders share fsyncs
-without any timer. A blocking :meth:`WalWriter.append` sleeps on a private, pre-acquired lock that the
-syncer releases when its seq is durable (so a batch wakes exactly its own appenders, not every waiter);
-only :meth:`WalWriter.append_async` creates futures.
+file), writes it in one ``writev`` and hands the batch to one of ``syncs_in_flight`` *fsyncer* threads.
+An fsync makes durable every byte written before it started, so when one returns, its batch and every
+batch written before it are published (in seq order) and their waiters woken. With one fsync in flight
+this is classic group commit: appends queue up during the fsync and share the next one, so an append
+waits for the fsync in progress and then its own. With two (the default), an append that arrives during
+an fsync is written and fsynced at once instead of waiting for it: under a disk shared with other
+writers, where fsync latency swings, the ack latency tail is about one fsync instead of two. Later
+appends still queue behind the fsyncs in flight and share the next one, so fsyncs stay few. A blocking
+:meth:`WalWriter.append` sleeps on a private, pre-acquired lock that is released when its seq is durable
+(so a batch wakes exactly its own appenders, not every waiter); only :meth:`WalWriter.append_async`
+creates futures.
 
 Invariants:
 
 * seqs are assigned under one lock in queue order, and batches leave the queue in that order, so the
   files hold consecutive seqs and an entry is durable only when every smaller seq is;
 * the active file (the last) is the only one written; it rolls when the next entry would push it past
-  ``file_bytes`` (a single larger entry gets a file of its own), and only once it is synced, so every
-  file but the last is complete on disk (recovery relies on it); :meth:`WalWriter.trim` never deletes it;
-* after a write or fsync error the writer fails permanently: pending and later appends raise
-  :class:`WalError` (what reached the disk is known only to the next recovery);
+  ``file_bytes`` (a single larger entry gets a file of its own), and only once it is synced with no
+  fsync in flight, so every file but the last is complete on disk (recovery relies on it) and no fsync
+  ever runs on a closed file; :meth:`WalWriter.trim` never deletes it;
+* a seq is published durable only after an fsync that started after its batch was written returned;
+* after a write or fsync error the writer fails permanently: every written-but-unpublished, queued and
+  later append raises :class:`WalError` (what reached the disk is known only to the next recovery);
 * payloads are never copied into a frame buffer: header and payload go to ``writev`` side by side.
 """
 
@@ -30,6 +38,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future
 from types import TracebackType
@@ -64,6 +73,7 @@ class WalWriter:
         fsync: bool = True,
         max_batch_bytes: int = 16 * 1024 * 1024,
         lock: bool = True,
+        syncs_in_flight: int = 2,
     ) -> None:
         """Open (creating if needed), lock and recover the WAL.
 
@@ -77,6 +87,8 @@ class WalWriter:
             lock: take the storage's exclusive writer lock (``DIR/LOCK`` for a directory). Only pass
                 ``False`` when the caller guarantees exclusivity otherwise: recovery truncates torn
                 tails, which would destroy a live writer's in-flight batch.
+            syncs_in_flight: fsyncs that may run at once, each covering the batches written before it
+                started (1: write, fsync, then the next batch; see the module docstring).
 
         Raises:
             ValueError: not exactly one of ``directory``/``storage``, or a non-positive size.
@@ -86,8 +98,9 @@ class WalWriter:
         """
         if (directory is None) == (storage is None):
             raise ValueError("WalWriter: pass exactly one of directory or storage")
-        if file_bytes <= FILE_HEADER_SIZE or max_batch_bytes <= 0:
-            raise ValueError(f"WalWriter: file_bytes must exceed {FILE_HEADER_SIZE}, max_batch_bytes be > 0")
+        if file_bytes <= FILE_HEADER_SIZE or max_batch_bytes <= 0 or syncs_in_flight < 1:
+            raise ValueError(f"WalWriter: file_bytes must exceed {FILE_HEADER_SIZE}, max_batch_bytes be > 0, "
+                             "syncs_in_flight be >= 1")
         self._storage = storage if storage is not None else _open_dir(directory)
         self._file_bytes = file_bytes
         self._max_batch_bytes = max_batch_bytes
@@ -103,16 +116,30 @@ class WalWriter:
         self._files = recovered.files
         self._next_seq = recovered.next_seq  # the seq the next append gets
         self._durable_end = recovered.next_seq  # every seq below this is durable
+        self._written_end = recovered.next_seq  # every seq below this is written (maybe not yet durable)
         self._queue = FrameQueue()  # entries not yet taken by the syncer, with their waiters
+        self._written: deque[Batch] = deque()  # written batches not yet durable, in seq order
+        self._unsynced_bytes = 0  # their bytes (in the active file, not yet in its size_bytes)
+        self._max_in_flight = syncs_in_flight
+        self._in_flight = 0  # fsync calls running (none runs while a file rolls)
+        self._rolling = False  # an fsyncer is rolling the full active file
+        self._to_sync: deque[Batch] = deque()  # written batches waiting for an fsyncer
+        self._sync_work = threading.Condition(self._mu)  # fsyncers wait here for batches
+        self._syncer_done = False
         self._size_bytes = sum(f.size_bytes for f in self._files)
         self._closing = False
         self._failure: BaseException | None = None
         self._trim_mu = threading.Lock()
         self._syncer = threading.Thread(target=self._run, name=f"wal-syncer {self.location}", daemon=True)
+        self._fsyncers = [threading.Thread(target=self._run_fsyncer, name=f"wal-fsync-{i} {self.location}",
+                                           daemon=True) for i in range(syncs_in_flight if fsync else 0)]
+        self._internal = {self._syncer, *self._fsyncers}
         active = self._files[-1]
         if active.size_bytes >= file_bytes and active.first_seq < self._next_seq and not self._roll_or_fail():
             self._release()
             raise WalError(f"WAL {self.location}: cannot roll the full active file") from self._failure
+        for thread in self._fsyncers:
+            thread.start()
         self._syncer.start()
 
     # -- appending ----------------------------------------------------------------------------------
@@ -124,7 +151,7 @@ class WalWriter:
             WalClosed: the writer was closed.
             WalError: the payload exceeds ``MAX_PAYLOAD_BYTES``, or the writer failed.
         """
-        if threading.current_thread() is self._syncer:
+        if threading.current_thread() in self._internal:
             raise WalError("append() on the WAL syncer thread (a callback) would deadlock; use append_async")
         gate = threading.Lock()
         gate.acquire()
@@ -168,54 +195,124 @@ class WalWriter:
     # -- the syncer ---------------------------------------------------------------------------------
 
     def _run(self) -> None:
-        """The syncer thread: write a batch, fsync once, publish, roll when full; until closed and drained."""
+        """The syncer thread: take a batch, write it, hand it to an fsyncer (or, without fsync, publish it);
+        roll when the next entry does not fit; until closed and drained, then stop the fsyncers."""
         while (batch := self._take_batch()) is not None:
             if batch.count == 0:
-                ok = self._roll_or_fail()
-            elif ok := self._write(batch):
+                ok = self._roll_or_fail()  # _take_batch made sure no fsync is in flight
+            elif not self._write(batch):
+                ok = False
+            elif self._fsync:
+                with self._mu:
+                    self._to_sync.append(batch)
+                    self._sync_work.notify()
+                ok = True
+            else:
                 ok = self._publish(batch)
             if not ok:
-                return
+                break
+        with self._mu:
+            self._syncer_done = True
+            self._sync_work.notify_all()
+        for thread in self._fsyncers:
+            thread.join()
 
     def _take_batch(self) -> Batch | None:
-        """Wait for queued entries and take the longest prefix that fits (``None``: closed and drained).
+        """Wait for queued entries and a free fsync slot, and take the longest prefix that fits (``None``:
+        closed and drained, or failed).
 
-        The batch fits both ``max_batch_bytes`` and the room left in the active file; when not even
-        the first queued entry fits a non-empty active file, an empty batch asks for a roll first.
-        A single entry larger than a whole file goes alone into a fresh file.
+        The batch fits both ``max_batch_bytes`` and the room left in the active file (written bytes
+        included); when not even the first queued entry fits a non-empty active file, an empty batch asks
+        for a roll first, once no fsync is in flight. A single entry larger than a whole file goes alone
+        into a fresh file. A taken batch counts as written (and as an fsync in flight) from here on.
         """
         with self._mu:
-            while not self._queue and not self._closing:
+            while True:
+                if self._failure is not None or (not self._queue and self._closing):
+                    return None
+                if self._queue and not self._rolling and self._in_flight < self._max_in_flight:
+                    active = self._files[-1]
+                    room = self._file_bytes - active.size_bytes - self._unsynced_bytes
+                    if self._queue.first_size() <= room or active.first_seq == self._written_end:
+                        batch = self._queue.take(min(self._max_batch_bytes, max(room, 1)), self._written_end, active)
+                        self._written_end += batch.count
+                        if self._fsync:
+                            self._written.append(batch)
+                            self._unsynced_bytes += batch.size_bytes
+                            self._in_flight += 1
+                        return batch
+                    if self._in_flight == 0:
+                        return Batch(self._written_end, [], [], 0, active)
                 self._work.wait()
-            if not self._queue or self._failure is not None:
-                return None
-            active = self._files[-1]
-            room = self._file_bytes - active.size_bytes
-            if self._queue.first_size() > room and active.first_seq < self._durable_end:
-                return Batch(self._durable_end, [], [], 0, active)
-            return self._queue.take(min(self._max_batch_bytes, room), self._durable_end, active)
 
     def _write(self, batch: Batch) -> bool:
-        """Write a batch with one ``writev`` and fsync it once; on failure fail the writer."""
+        """Write a batch with one ``writev``; on failure fail the writer."""
         try:
             self._storage.append(batch.file.name, batch.parts)
-            if self._fsync:
-                self._storage.fsync(batch.file.name)
         except OSError as exc:
-            self._fail(exc, batch)
+            self._fail(exc)
             return False
         except Exception as exc:  # a storage bug must fail the appenders, not strand them
             LOG.exception("WAL %s: unexpected error in the syncer", self.location)
-            self._fail(exc, batch)
+            self._fail(exc)
             return False
         return True
 
+    def _run_fsyncer(self) -> None:
+        """An fsyncer thread: fsync a written batch's file, then publish every batch written before it."""
+        while True:
+            with self._mu:
+                while not self._to_sync and not self._syncer_done and self._failure is None:
+                    self._sync_work.wait()
+                if self._failure is not None or not self._to_sync:
+                    return
+                batch = self._to_sync.popleft()
+            try:
+                self._storage.fsync(batch.file.name)
+            except OSError as exc:
+                self._fail(exc)
+                return
+            except Exception as exc:  # a storage bug must fail the appenders, not strand them
+                LOG.exception("WAL %s: unexpected error in an fsyncer", self.location)
+                self._fail(exc)
+                return
+            if not self._synced(batch):
+                return
+
+    def _synced(self, batch: Batch) -> bool:
+        """``batch``'s fsync returned: it and every batch written before it are durable (the fsync started
+        after their writes). Publish them in seq order; the fsyncer that leaves a full file with nothing in
+        flight rolls it before waking them. Returns whether the writer is still healthy."""
+        end = batch.first_seq + batch.count
+        done: list[Batch] = []
+        with self._mu:
+            self._in_flight -= 1
+            while self._written and self._written[0].first_seq < end:
+                b = self._written.popleft()
+                b.file.size_bytes += b.size_bytes
+                self._size_bytes += b.size_bytes
+                self._unsynced_bytes -= b.size_bytes
+                self._durable_end = b.first_seq + b.count
+                done.append(b)
+            roll = (self._in_flight == 0 and self._files[-1].size_bytes >= self._file_bytes
+                    and self._files[-1].first_seq < self._durable_end and self._failure is None)
+            self._rolling = roll
+            self._work.notify()
+        healthy = not roll or self._roll_or_fail()
+        if roll:
+            with self._mu:
+                self._rolling = False
+                self._work.notify()
+        for b in done:
+            wake(b.waiters, b.first_seq)
+        return healthy
+
     def _publish(self, batch: Batch) -> bool:
-        """Mark a written batch durable, roll if the file is full, then wake the batch's waiters.
+        """Without fsync: mark a written batch durable, roll if the file is full, then wake its waiters.
 
         Rolling before waking means that once an append returns, the file it landed in is no longer
         active when it is full (so a ``trim`` right after can delete it). Returns whether the writer
-        is still healthy (a failed roll fails it; the batch itself is durable either way).
+        is still healthy (a failed roll fails it; the batch itself is published either way).
         """
         with self._mu:
             batch.file.size_bytes += batch.size_bytes
@@ -252,12 +349,17 @@ class WalWriter:
             self._size_bytes += FILE_HEADER_SIZE
         return True
 
-    def _fail(self, exc: Exception, batch: Batch | None = None) -> None:
-        """Fail the writer for good: the in-flight ``batch``, every queued and every later append raise."""
+    def _fail(self, exc: Exception) -> None:
+        """Fail the writer for good: every written-but-not-durable, queued and later append raises."""
         LOG.error("WAL %s: write failed, the writer stops: %s", self.location, exc)
         with self._mu:
-            self._failure = exc
-            waiters = (batch.waiters if batch is not None else []) + self._queue.clear()
+            if self._failure is None:
+                self._failure = exc
+            written, self._written = list(self._written), deque()
+            self._to_sync.clear()
+            waiters = [w for b in written for w in b.waiters] + self._queue.clear()
+            self._work.notify_all()
+            self._sync_work.notify_all()
         error = WalError(f"WAL {self.location}: write failed: {exc}")
         error.__cause__ = exc
         wake(waiters, 0, error)
@@ -316,7 +418,7 @@ class WalWriter:
         Raises:
             WalError: the final fsync (only when ``fsync=False``) failed.
         """
-        if threading.current_thread() is self._syncer:
+        if threading.current_thread() in self._internal:
             raise WalError("close() from a callback on the WAL syncer thread would deadlock")
         with self._mu:
             if self._closing:

@@ -91,36 +91,83 @@ def test_many_threads_get_unique_consecutive_seqs_with_one_fsync_per_batch(
     assert sum(storage.appends) == threads * per_thread
 
 
-def test_appends_queued_behind_an_fsync_share_the_next_one(mem: MemoryWalStorage, make_writer: MakeWriter) -> None:
+@pytest.mark.parametrize("in_flight", [1, 2])
+def test_appends_queued_behind_the_fsyncs_in_flight_share_the_next_one(
+    mem: MemoryWalStorage, make_writer: MakeWriter, in_flight: int
+) -> None:
     storage = RecordingStorage(mem)
-    writer = make_writer(storage=storage)
+    writer = make_writer(storage=storage, syncs_in_flight=in_flight)
     gate = start_gated(storage, writer)
+    if in_flight == 2:  # a second append is written and fsynced at once, beside the gated one
+        second = writer.append_async(b"second")
+        while storage.fsyncs_started < 2:
+            threading.Event().wait(0.001)
+        assert not second.done()
     blocked = 12
     workers = [threading.Thread(target=writer.append, args=(payload_for(i),)) for i in range(blocked)]
     for t in workers:
         t.start()
     futures = [writer.append_async(b"async") for _ in range(5)]
-    while writer.next_seq < 1 + blocked + 5:  # every appender has queued its entry
+    first = in_flight + blocked
+    while writer.next_seq < first + 5:  # every appender has queued its entry
         threading.Event().wait(0.001)
     gate.set()
     for t in workers:
         t.join(WAIT_S)
-    assert [f.result(WAIT_S) for f in futures] == list(range(1 + blocked, 1 + blocked + 5))
-    assert storage.appends == [1, blocked + 5]
-    assert storage.fsyncs == 2
+    assert [f.result(WAIT_S) for f in futures] == list(range(first, first + 5))
+    assert storage.appends == [1] * in_flight + [blocked + 5]
+    assert storage.fsyncs == in_flight + 1
 
 
-def test_max_batch_bytes_caps_a_batch(mem: MemoryWalStorage, make_writer: MakeWriter) -> None:
+@pytest.mark.parametrize("in_flight", [1, 2])
+def test_max_batch_bytes_caps_a_batch(mem: MemoryWalStorage, make_writer: MakeWriter, in_flight: int) -> None:
     storage = RecordingStorage(mem)
     frame = FRAME_HEADER_SIZE + 30
-    writer = make_writer(storage=storage, max_batch_bytes=3 * frame)
+    writer = make_writer(storage=storage, max_batch_bytes=3 * frame, syncs_in_flight=in_flight)
     gate = start_gated(storage, writer)
     futures = [writer.append_async(b"p" * 30) for _ in range(7)]
     big = writer.append_async(b"B" * (5 * frame))  # larger than a batch: goes alone
     gate.set()
     assert [f.result(WAIT_S) for f in futures] == list(range(1, 8))
     assert big.result(WAIT_S) == 8
-    assert storage.appends == [1, 3, 3, 1, 1]
+    assert storage.appends[0] == 1 and sum(storage.appends) == 9
+    assert max(storage.appends[1:-1]) <= 3 and storage.appends[-1] == 1
+    if in_flight == 1:  # everything queued behind the one fsync, cut by the limit
+        assert storage.appends == [1, 3, 3, 1, 1]
+
+
+def test_a_later_fsync_publishes_every_batch_written_before_it(mem: MemoryWalStorage) -> None:
+    """Two fsyncs in flight: the second returning first makes the first batch durable too (it covers
+    every byte written before it started), and nothing is published before its bytes are synced."""
+    storage = RecordingStorage(mem)
+    order: list[str] = []
+    first_gate, second_gate = threading.Event(), threading.Event()
+    calls = 0
+    inner_fsync = storage.fsync
+
+    def fsync(name: str) -> None:
+        nonlocal calls
+        calls += 1
+        mine = calls
+        (first_gate if mine == 1 else second_gate).wait(WAIT_S)
+        inner_fsync(name)
+        order.append(f"fsync{mine}")
+
+    storage.fsync = fsync  # type: ignore[method-assign]
+    with WalWriter(storage=storage, syncs_in_flight=2) as writer:
+        a = writer.append_async(b"a")
+        while calls < 1:
+            threading.Event().wait(0.001)
+        b = writer.append_async(b"b")
+        while calls < 2:
+            threading.Event().wait(0.001)
+        assert writer.durable_seq_end == 0 and not a.done() and not b.done()
+        second_gate.set()  # the later fsync returns first: both batches are durable now
+        assert b.result(WAIT_S) == 1 and a.result(WAIT_S) == 0
+        assert writer.durable_seq_end == 2 and order == ["fsync2"]
+        assert [e.payload for e in writer.entries()] == [b"a", b"b"]
+        first_gate.set()
+    assert order == ["fsync2", "fsync1"]
 
 
 def test_append_async_resolves_in_seq_order(mem: MemoryWalStorage, make_writer: MakeWriter) -> None:

@@ -23,6 +23,7 @@ class RecordingStorage:
         self.inner = inner
         self.appends: list[int] = []  # entries (header+payload pairs) per append call
         self.fsyncs = 0
+        self.fsyncs_started = 0  # counted before the gate (fsyncs counts those that passed it)
         self.creates: list[str] = []
         self.deletes: list[str] = []
         self.gate: threading.Event | None = None
@@ -53,6 +54,8 @@ class RecordingStorage:
         self.inner.append(name, chunks)
 
     def fsync(self, name: str) -> None:
+        with self._mu:
+            self.fsyncs_started += 1
         self.in_fsync.set()
         if self.gate is not None:
             assert self.gate.wait(WAIT_S), "test gate never opened"
