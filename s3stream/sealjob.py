@@ -88,10 +88,14 @@ class SealJob:
     @classmethod
     def of(cls, view: LogView, *, log_id: str, key: str, base_offset: int, end_offset: int,
            first_batch_max_ts: int, row_group_bytes: int, part_bytes: int) -> SealJob:
-        """The job for ``[base_offset, end_offset)`` of ``view``: only the chunks and batches in that range."""
+        """The job for ``[base_offset, end_offset)`` of ``view``: the WAL-object chunks in that range, and
+        the tail-cache batches only past the last of them (records no WAL object holds yet). The worker
+        GETs what a WAL object holds rather than receiving a copy of the parent's cache: its memory stays
+        one upload part and its prefetch, whatever ``cache.bytes`` is."""
         chunks = tuple(c for c in view.chunks
                        if c.chunk.last_offset >= base_offset and c.chunk.base_offset < end_offset)
-        memory = tuple(m for m in view.memory if m.last >= base_offset and m.first < end_offset)
+        uploaded_end = max([base_offset, *(c.chunk.last_offset + 1 for c in chunks)])
+        memory = tuple(m for m in view.memory if m.last >= uploaded_end and m.first < end_offset)
         return cls(log_id, key, base_offset, end_offset, first_batch_max_ts, chunks, memory, row_group_bytes,
                    part_bytes)
 
@@ -181,6 +185,20 @@ def _failure(exc: BaseException, requests: RequestCounts) -> JobFailed:
     return JobFailed(blob, type(exc).__name__, str(exc), traceback.format_exc(), requests)
 
 
+def _warm_up() -> None:
+    """Load what every seal uses (Arrow IPC, compute kernels, the Parquet writer) before reporting ready, so
+    the RSS reported is the worker's baseline and the first job's growth is its buffers."""
+    from s3stream.records import RECORD_SCHEMA
+    from s3stream.segment import encode_segment
+
+    table = RECORD_SCHEMA.empty_table()
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, RECORD_SCHEMA) as stream:
+        stream.write_table(table)
+    list(pa.ipc.open_stream(sink.getvalue()))
+    encode_segment(table, base_offset=0, last_offset=0, first_batch_max_timestamp=-1, row_group_bytes=1 << 20)
+
+
 def _rss_bytes() -> int:
     try:
         with open("/proc/self/statm") as f:
@@ -203,8 +221,9 @@ def serve(conn: Connection) -> None:
         os.nice(hello.nice)
     tune_allocator()
     counted = _Counted(open_object_store(hello.url, clock=SystemClock(), ids=IdSource()))
+    _warm_up()
     conn.send(WorkerReady(os.getpid(), _rss_bytes()))
-    chunks = ChunkCache(counted.store, max_bytes=3 * SEAL_READ_BYTES)  # the chunk read and two prefetched
+    chunks = ChunkCache(counted.store, max_bytes=2 * SEAL_READ_BYTES)  # the prefetch (read chunks are in use)
     segments = SegmentReaderCache(counted.store, max_entries=4)
     try:
         while True:

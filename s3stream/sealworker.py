@@ -53,6 +53,7 @@ class _Worker:
         package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
+        env.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
         try:
             self.proc = subprocess.Popen([sys.executable, *WORKER_COMMAND, str(fd)], pass_fds=(fd,),
                                          stdin=subprocess.DEVNULL, env=env)

@@ -12,7 +12,7 @@ import pytest
 import s3stream
 from s3stream.errors import InvalidConfig, ObjectNotFound
 from s3stream.metrics import StoreMetrics
-from s3stream.readpath import LogView
+from s3stream.readpath import LogView, MemBatch
 from s3stream.sealjob import SealJob
 from s3stream.sealworker import SealWorkers
 from s3stream.walobject import WalChunkIndex
@@ -142,3 +142,30 @@ def test_auto_seals_s3_stores_in_workers(moto_endpoint: str, tmp_path: Path) -> 
         expected = _fill(store, "t", 3)
         assert store.runtime.seal_workers.pids
         assert values(read_all(store.partition("t", 0))) == expected
+
+
+def test_a_job_carries_only_the_batches_no_wal_object_holds_yet() -> None:
+    def chunk(first: int, last: int) -> ChunkRef:
+        return ChunkRef(f"wal/{first}", first, WalChunkIndex("x", first, last, last - first + 1, 10, -1, -1, 0, 10, 0,
+                                                             ()))
+
+    memory = tuple(MemBatch(first, first + 9, 10, None) for first in range(0, 60, 10))
+    view = LogView(log_start_offset=0, log_end_offset=60, next_offset=0,
+                   chunks=(chunk(0, 19), chunk(20, 29), chunk(30, 39)), memory=memory)
+    job = SealJob.of(view, log_id="x", key="k", base_offset=10, end_offset=50, first_batch_max_ts=-1,
+                     row_group_bytes=1, part_bytes=1)
+    assert [c.chunk.base_offset for c in job.chunks] == [0, 20, 30]
+    assert [m.first for m in job.memory] == [40]  # 0..39 are in WAL objects; 50.. is past the segment
+
+
+def test_a_worker_seals_records_no_wal_object_holds_yet(tmp_path: Path) -> None:
+    with open_mem(f"file://{tmp_path}/s", tmp_path, seal_workers="process", flush_interval_ms=3_600_000,
+                  flush_bytes=1 << 30) as store:
+        store.create_topic("t", partitions=1)
+        log = store.partition("t", 0)
+        batch = recs(30, size=100)
+        log.append(batch)
+        assert store.runtime.existing_node().uploader.puts == 0  # type: ignore[union-attr]
+        log.roll()  # seals now, from the tail cache alone
+        assert _segments(store, "t") == [(0, 29, 30)]
+        assert values(read_all(log)) == values(batch)
