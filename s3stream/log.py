@@ -239,7 +239,8 @@ class PartitionLog:
         if max_records is not None and max_records <= 0:
             return pa.Table.from_batches([], schema=_schema())
         for attempt in range(3):
-            view = self._view(for_offset=offset)
+            optimistic = self._optimistic_view(offset) if attempt == 0 else None
+            view, still_latest = optimistic if optimistic is not None else (self._view(for_offset=offset), None)
             _check_offset(offset, view)
             try:
                 table = read_table(view, offset, log_id=self.log_id, segments=self._rt.segments,
@@ -248,6 +249,7 @@ class PartitionLog:
                     # only a compaction gap up to the end of a sealed-only view: the records are in the tail
                     table = read_table(self._view(), offset, log_id=self.log_id, segments=self._rt.segments,
                                        chunks=self._rt.chunks, max_records=max_records, max_bytes=max_bytes)
+                    still_latest = None
             except ObjectNotFound:
                 # a segment or WAL object was removed after our snapshot (retention, compaction, GC):
                 # re-read the manifest and try again (manifest-protocol.md T4)
@@ -255,8 +257,30 @@ class PartitionLog:
                     raise
                 self.manifest(refresh=True)
                 continue
+            if still_latest is not None and not still_latest():
+                continue  # the manifest moved while we read: read again from the new one
             return table
         raise AssertionError("unreachable")
+
+    def _optimistic_view(self, offset: int) -> tuple[LogView, Callable[[], bool]] | None:
+        """For a read of the sealed tier of the cached manifest: a view of that manifest, and a check (to
+        call after reading) that it was still the latest while the read ran, or None for other reads.
+
+        A read must see the latest manifest (a log start another process moved makes it fail at once), and
+        asking for it is a request per read. Sealed data never changes under a manifest that is still the
+        latest, so the request runs alongside the read instead of before it; the rare read whose manifest
+        moved meanwhile is done again (linearized at the probe either way).
+        """
+        with self._lock:  # the manifest and the writer's tail from one instant (a seal trims the tail)
+            cached = self._manifest
+            if cached is None or not cached.log_start_offset <= offset < cached.next_offset:
+                return None
+            view = self._view_of(cached, for_offset=offset)  # no I/O: the read starts in the sealed tier
+        try:
+            probe = self._rt.manifest_probes.submit(self.manifest, refresh=True)
+        except RuntimeError:  # the store is closing: read the plain way (which reports it)
+            return None
+        return view, lambda: probe.result().seq == cached.seq
 
     def flush(self) -> None:
         """Make everything appended so far durable in object storage (and seal what was rolled)."""
@@ -417,14 +441,21 @@ class PartitionLog:
             if cached is None or age > _WRITER_MANIFEST_MAX_AGE_S or (
                     for_offset is not None and for_offset < cached.next_offset):
                 self.manifest(refresh=True)
+            return self._view_of(None, for_offset=for_offset)
+        return self._view_of(self.manifest(refresh=True), for_offset=for_offset)
+
+    def _view_of(self, m: Manifest | None, *, for_offset: int | None) -> LogView:
+        """The view of manifest ``m`` (None: the cached one), with the writer's unsealed tail in the writing
+        process: the writer's manifest and tail are taken under the lock together (a seal commits one and
+        trims the other), else offsets sealed since the manifest would be in neither."""
         with self._lock:
+            if m is None:
+                m = self.manifest(refresh=False)
             w = self._w
             if w is not None:
-                m = self.manifest(refresh=False)
                 return LogView(m.log_start_offset, w.leo, m.next_offset, m.segments,
                                tuple(c for c in w.chunks if c.chunk.last_offset >= m.next_offset),
                                tuple(w.memory))
-        m = self.manifest(refresh=True)
         chunks: list[ChunkRef] = []
         # a read that starts in the sealed tier needs no scan of the writer's WAL namespace (a request per
         # call for a sequential consumer): its view ends at the sealed end, and the read that crosses it

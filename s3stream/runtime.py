@@ -13,6 +13,7 @@ import logging
 import re
 import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from s3stream.catalog import TopicCatalog
@@ -106,6 +107,8 @@ class Runtime:
                                            max_entries=max(4, settings.cache_bytes // (14 * block)))
         self.chunks = ChunkCache(objstore)
         self.walindex = WalIndexCache(objstore)
+        # reads of the sealed tier check the manifest is still the latest while they read (PartitionLog)
+        self.manifest_probes = ThreadPoolExecutor(max_workers=4, thread_name_prefix="s3stream-manifest-probe")
         self._node: NodeRuntime | None = None  # set while recovering (seen only under _node_lock)
         self._ready_node: NodeRuntime | None = None  # published once recovery is done (lock-free reads)
         self._node_lock = threading.RLock()
@@ -314,6 +317,7 @@ class Runtime:
                 errors.append(exc)
             self.sealer.drain(timeout_s=self.settings.commit_timeout_ms / 1000.0)
         self.sealer.stop()
+        self.manifest_probes.shutdown(wait=True)
         if self.seal_workers is not None:
             self.seal_workers.close()
         if node is not None:

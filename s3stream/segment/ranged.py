@@ -182,6 +182,10 @@ class RangedFile(io.RawIOBase):
                 return True
         return any(p <= start and end <= e for p, (e, _) in self._pending.items())
 
+    def holds(self, start: int, end: int) -> bool:
+        """Whether one cached extent (not a pending one) holds ``[start, end)``."""
+        return any(a <= start and end <= a + len(data) for a, data in self._extents.items())
+
     def touch(self, start: int, end: int) -> bool:
         """Like :meth:`covers`, marking a cached extent holding the range as recently used (kept longest)."""
         for ext_start, data in self._extents.items():

@@ -8,10 +8,13 @@ import threading
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
+import pytest
 
+from s3stream.errors import OffsetOutOfRange
 from s3stream.objectstore.memory import MemoryObjectStore
 from s3stream.objectstore.protocol import ByteRange, ObjectStore
-from s3stream.segment import FOOTER_FETCH_BYTES, row_sizes
+from s3stream.segment import FOOTER_FETCH_BYTES, SegmentReader, row_sizes
 from s3stream.testing.forwarding import ForwardingObjectStore
 
 from .helpers import open_mem, recs
@@ -98,3 +101,42 @@ def test_budgets_across_segments_match_the_records(mem_url: str, tmp_path: Path)
             assert table.column("offset").to_pylist() == list(range(pos, pos + keep))
             assert table.equals(everything.slice(pos, keep))
             pos += keep
+
+
+def test_whole_row_groups_within_the_budget_decode_in_one_call(mem_url: str, tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    n = _sealed_log(mem_url, tmp_path)
+    calls: list[list[int]] = []
+    decode = SegmentReader._decode_cached
+
+    def counting(self: SegmentReader, groups: list[int], columns: tuple[str, ...]) -> pa.Table:
+        calls.append(list(groups))
+        return decode(self, groups, columns)
+
+    monkeypatch.setattr(SegmentReader, "_decode_cached", counting)
+    with open_mem(mem_url, tmp_path, wal="wal-reader") as store:
+        log = store.partition("t", 0)
+        pos, reads = 0, 0
+        while pos < n:
+            table = log.read_arrow(pos, max_bytes=700 * KIB)
+            assert table.column("offset").to_pylist() == list(range(pos, pos + table.num_rows))
+            pos += table.num_rows
+            reads += 1
+    decoded = sum(len(c) for c in calls)
+    # each read: the group it starts in (decoded by the read before, when that one stopped inside it), the
+    # whole groups within its budget at once, and the group where the budget ends
+    assert max(len(c) for c in calls) > 2
+    assert len(calls) <= 3 * reads < decoded
+
+
+def test_a_read_of_the_sealed_tier_sees_a_log_start_another_store_moved(mem_url: str, tmp_path: Path) -> None:
+    n = _sealed_log(mem_url, tmp_path)
+    with open_mem(mem_url, tmp_path, wal="wal-reader") as reader, \
+            open_mem(mem_url, tmp_path, wal="wal-other") as other:
+        log = reader.partition("t", 0)
+        assert log.read_arrow(0, max_records=10).num_rows == 10  # its manifest is cached now
+        moved = other.partition("t", 0).delete_records(n // 2)
+        # the cached manifest still says offset 0 is readable: the read must not trust it
+        with pytest.raises(OffsetOutOfRange):
+            log.read_arrow(0, max_records=10)
+        assert log.read_arrow(moved, max_records=10).column("offset")[0].as_py() == moved

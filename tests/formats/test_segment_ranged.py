@@ -223,7 +223,7 @@ def test_fetch_error_inside_pyarrow_read_passes_through(monkeypatch: pytest.Monk
     reader = SegmentReader(fetch, len(data), source="big")
     cols = ["offset", "value"]  # a column subset: whole row groups are fetched before pyarrow runs (CRC32C)
     assert reader.read(10, max_records=1, columns=cols).column("offset").to_pylist() == [10]
-    assert len(fetch.calls) > 2  # the read-ahead path did the fetching
+    assert len(fetch.calls) >= 2  # the footer, then pyarrow's own (pre-buffered) read did the fetching
     fetch.fail_after = len(fetch.calls)
     fetch.error = TransientError("connection reset")
     with pytest.raises(TransientError, match="connection reset"):
