@@ -3,8 +3,8 @@
 Order of effects (crash points in brackets): read the dirty range's keys (column projection) into the
 offset map -> read every group of segments overlapping ``[0, end_offset)`` chunk by chunk (skipping row
 groups the keep rules drop whole, :func:`cleaner.keep.droppable`), filter it through the shared keep
-rules (:mod:`cleaner.keep`) and PUT its survivors as one new segment under a
-fresh key (reads, filtering and PUTs overlap: :mod:`cleaner.scan`) ->
+rules (:mod:`cleaner.keep`) and upload its survivors as one new segment under a
+fresh key as they come (reads, filtering and uploads overlap: :mod:`cleaner.scan`, :mod:`cleaner.output`) ->
 [clean.after_outputs_put] -> ONE manifest commit that replaces exactly the input segments and sets the
 checkpoint, applied only if every input is still present and this cleaner's epoch is current ->
 [clean.after_swap]. A conflict (retention or another cleaner changed the inputs) aborts the round and
@@ -14,10 +14,9 @@ removes. Replaced inputs are deleted by GC after ``file.delete.delay.ms``.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -28,6 +27,7 @@ from cleaner.grouping import group_segments
 from cleaner.intents import HORIZON_ATTRIBUTE, set_attribute
 from cleaner.keep import KeepStats, droppable, dropped_whole, retain
 from cleaner.offsetmap import OffsetMap, OffsetMapBuilder
+from cleaner.output import OutputStream
 from cleaner.scan import Dropped, prefetched, read_ahead, segment_chunks, segment_keys
 from cleaner.selection import LogToClean
 from s3stream.config import TopicConfig
@@ -35,8 +35,6 @@ from s3stream.errors import CommitConflict, Fenced, S3StreamError
 from s3stream.manifest.intents import compose, replace_segments
 from s3stream.manifest.model import Epoch, Manifest, SegmentRef
 from s3stream.manifest.versioned import cleaner_fence
-from s3stream.records import RECORD_SCHEMA
-from s3stream.sealing import write_segment
 
 if TYPE_CHECKING:
     from s3stream.log import PartitionLog
@@ -154,38 +152,35 @@ def clean_log(rt: Runtime, plog: PartitionLog, plan: LogToClean, *, epoch: Epoch
 
 def _rewrite(rt: Runtime, plog: PartitionLog, groups: list[list[SegmentRef]], omap: OffsetMap, rw: _Rewrite, *,
              cfg: TopicConfig, now_ms: int) -> None:
-    """Filter each group chunk by chunk and PUT it as one new segment (C-GRP2); fills ``rw`` as it goes.
+    """Filter each group chunk by chunk into one new segment (C-GRP2); fills ``rw`` as it goes.
 
-    Pipelined: one worker reads and decodes the next chunk, another PUTs the previous group's output,
-    while this thread applies the keep rules.
+    Pipelined: one worker reads and decodes the next chunk, another encodes and uploads the group's output
+    as its survivors arrive (:class:`cleaner.output.OutputStream`), while this thread applies the keep rules.
     """
     with ThreadPoolExecutor(max_workers=2, thread_name_prefix="s3stream-cleaner-io") as pool:
-        pending: Future[SegmentRef] | None = None
+        output: OutputStream | None = None
         try:
-            parts: list[pa.Table] = []
             for gi, chunk in read_ahead(pool, _tagged_chunks(rt, groups, omap)):
                 if isinstance(chunk, Dropped):  # never fetched: the footer says every record goes
                     rw.totals = _add(rw.totals, dropped_whole(chunk.records, chunk.unkeyed, chunk.tombstones))
                     rw.unread += chunk.records
                     continue
+                if output is None:
+                    output = OutputStream(pool, rt, plog, groups[gi])
                 if chunk is not None:
                     kept, stats = retain(chunk, omap, now_ms=now_ms, delete_retention_ms=cfg.delete_retention_ms)
                     rw.totals = _add(rw.totals, stats)
                     rw.min_horizon = _min_horizon(kept, rw.min_horizon)
-                    parts.append(kept)
+                    output.send(kept)
                     continue
-                table = pa.concat_tables(parts) if parts else RECORD_SCHEMA.empty_table()
-                parts = []
                 rw.bytes_read += sum(s.size_bytes for s in groups[gi])
-                if pending is not None:
-                    rw.outputs.append(pending.result())
-                pending = pool.submit(_write_output, rt, plog, groups[gi], table)
-            if pending is not None:
-                rw.outputs.append(pending.result())
-                pending = None
+                rw.outputs.append(output.finish())
+                output = None
         finally:
-            if pending is not None and pending.exception() is None:
-                rw.outputs.append(pending.result())  # PUT although the round failed: deleted with the rest
+            if output is not None:
+                done = output.abort()
+                if done is not None:
+                    rw.outputs.append(done)  # uploaded although the round failed: deleted with the rest
 
 
 def _tagged_chunks(rt: Runtime, groups: list[list[SegmentRef]], omap: OffsetMap
@@ -198,15 +193,6 @@ def _tagged_chunks(rt: Runtime, groups: list[list[SegmentRef]], omap: OffsetMap
         for chunk in segment_chunks(rt, group, droppable=drop):
             yield gi, chunk
         yield gi, None
-
-
-def _write_output(rt: Runtime, plog: PartitionLog, group: list[SegmentRef], table: pa.Table) -> SegmentRef:
-    """PUT the survivors of ``group`` as the segment covering the group's whole offset range."""
-    first_ts = int(table.column("timestamp")[0].as_py()) if table.num_rows else -1
-    ref = write_segment(rt, topic_id=plog.topic_id, partition=plog.partition, table=table,
-                        base_offset=group[0].base_offset, last_offset=group[-1].last_offset,
-                        first_batch_max_ts=first_ts, cleaned=True, crash_point="clean.output_put")
-    return dataclasses.replace(ref, created_ms=group[-1].created_ms)  # C-GRP2: the last source's mtime
 
 
 def _swap(plog: PartitionLog, groups: list[list[SegmentRef]], rw: _Rewrite, *, epoch: Epoch, checkpoint: int,

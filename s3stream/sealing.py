@@ -7,9 +7,8 @@ Two forms. Seals stream (:func:`write_segment_stream`): the records are read in 
 :data:`SEAL_READ_BYTES` (:func:`read_chunks`), encoded row group by row group
 (:class:`~s3stream.segment.SegmentWriter`) and uploaded part by part (``ObjectStore.open_upload`` with
 ``segment.upload.part.bytes``), so a seal holds one read chunk, one row group and one upload part
-whatever ``segment.bytes`` is; the object becomes visible only when the upload completes. Writers that
-already hold their records as one table (the cleaner, which builds each output in memory) use
-:func:`write_segment`: one encode, one PUT.
+whatever ``segment.bytes`` is; the object becomes visible only when the upload completes. The cleaner
+streams its outputs the same way, fed with each chunk's survivors (:mod:`cleaner.output`).
 """
 
 from __future__ import annotations
@@ -24,13 +23,12 @@ from s3stream import layout
 from s3stream.manifest.model import SegmentRef
 from s3stream.objectstore.protocol import ObjectStore
 from s3stream.readpath import ChunkCache, LogView, SegmentReaderCache, chunks_to_fetch, read_table
-from s3stream.segment import SegmentSummary, SegmentWriter, encode_segment
+from s3stream.segment import SegmentSummary, SegmentWriter
 
 if TYPE_CHECKING:
     from s3stream.runtime import Runtime
 
-__all__ = ["SEAL_READ_BYTES", "read_chunks", "segment_ref", "stream_segment", "write_segment",
-           "write_segment_stream"]
+__all__ = ["SEAL_READ_BYTES", "read_chunks", "segment_ref", "stream_segment", "write_segment_stream"]
 
 #: Logical record bytes a seal reads (and hands the encoder) at a time.
 SEAL_READ_BYTES = 8 << 20
@@ -95,20 +93,6 @@ def stream_segment(objstore: ObjectStore, key: str, tables: Iterable[pa.Table], 
         summary = writer.finish()
         upload.complete()
     return summary
-
-
-def write_segment(rt: Runtime, *, topic_id: str, partition: int, table: pa.Table, base_offset: int,
-                  last_offset: int, first_batch_max_ts: int, cleaned: bool = False,
-                  crash_point: str = "seal.after_segment_put") -> SegmentRef:
-    """Encode and upload ``table`` as the segment covering ``[base_offset, last_offset]`` (one PUT)."""
-    data, summary = encode_segment(table, base_offset=base_offset, last_offset=last_offset,
-                                   first_batch_max_timestamp=first_batch_max_ts,
-                                   row_group_bytes=rt.settings.segment_row_group_bytes)
-    now = rt.clock.now_ms()
-    key = layout.segment_key(topic_id, partition, base_offset, rt.ids.ulid(now))
-    rt.objstore.put(key, data)
-    rt.crash.hit(crash_point)
-    return segment_ref(key, summary, now, cleaned)
 
 
 def segment_ref(key: str, summary: SegmentSummary, created_ms: int, cleaned: bool) -> SegmentRef:

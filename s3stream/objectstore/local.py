@@ -54,13 +54,15 @@ from s3stream.objectstore.keys import validate_key, validate_prefix
 from s3stream.objectstore.protocol import DEFAULT_PART_BYTES, ByteRange, ListEntry, ObjectMeta
 from s3stream.objectstore.upload import PartedUpload
 
-__all__ = ["LocalObjectStore"]
+__all__ = ["LOCAL_PART_BYTES", "LocalObjectStore"]
 
 _TMP_DIR = ".tmp"
 _LOCK_DIR = ".locks"
 _RESERVED = frozenset({_TMP_DIR, _LOCK_DIR})
 _ETAG_CACHE_MAX = 4096
 _CHUNK = 1 << 20
+#: The largest part an upload to a local directory buffers before writing it (and fdatasync-ing it).
+LOCAL_PART_BYTES = 8 << 20
 # A concurrent delete may prune the parent directory between our mkdir and our rename; retry then.
 _PUBLISH_ATTEMPTS = 5
 _TRANSIENT_ERRNOS = frozenset({errno.EIO, errno.EAGAIN, errno.EINTR, errno.EBUSY, errno.ETIMEDOUT})
@@ -174,8 +176,11 @@ class LocalObjectStore:
         return ObjectMeta(key, len(memoryview(data).cast("B")), etag, now_ms)
 
     def open_upload(self, key: str, *, part_bytes: int = DEFAULT_PART_BYTES) -> _LocalUpload:
+        """Parts go to the temp file at most :data:`LOCAL_PART_BYTES` at a time, whatever ``part_bytes``:
+        a file has no minimum part and no per-request cost, so the writer holds less and the disk works
+        while it produces the rest."""
         self._path(key)  # refuse bad keys now, not at the end
-        return _LocalUpload(self, key, part_bytes)
+        return _LocalUpload(self, key, min(part_bytes, LOCAL_PART_BYTES))
 
     def _write_temp(self, data: bytes | bytearray | memoryview, now_ms: int) -> Path:
         """Write ``data`` to a fresh temp file stamped with ``now_ms`` and fsync it."""
@@ -445,6 +450,9 @@ class _LocalUpload(PartedUpload):
             written = 0
             while written < len(view):
                 written += os.write(self._fd, view[written:written + _CHUNK])
+            # each part goes to disk while the writer produces the next, instead of all of them in
+            # complete()'s fsync (measured: ~150 ms for a 46 MiB segment here, the object's last wait)
+            os.fdatasync(self._fd)
         except OSError as exc:
             raise self._store._error(exc, self.key, "write") from exc
         self._md5.update(data)

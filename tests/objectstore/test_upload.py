@@ -13,7 +13,7 @@ import pytest
 
 from s3stream.errors import InvalidRequest, ObjectNotFound, TransientError
 from s3stream.ids import IdSource
-from s3stream.objectstore.local import LocalObjectStore
+from s3stream.objectstore.local import LOCAL_PART_BYTES, LocalObjectStore
 from s3stream.objectstore.memory import MemoryObjectStore, _MemoryUpload
 from s3stream.objectstore.prefixed import PrefixedObjectStore
 from s3stream.objectstore.protocol import ObjectMeta
@@ -180,3 +180,19 @@ def test_local_upload_streams_into_one_temp_file_and_cleans_up(tmp_path: Path) -
         store.open_upload(".tmp/x")
     with pytest.raises(InvalidRequest):
         store.open_upload("k", part_bytes=0)
+
+
+def test_local_upload_writes_large_parts_in_local_part_bytes_pieces(tmp_path: Path) -> None:
+    """A file has no minimum part: however large the caller's parts, at most LOCAL_PART_BYTES wait in memory
+    (and the disk takes each piece while the writer produces the next)."""
+    store = LocalObjectStore(tmp_path / "root")
+    tmp_dir = tmp_path / "root" / ".tmp"
+    size = 2 * LOCAL_PART_BYTES + 5
+    with store.open_upload("big", part_bytes=16 * LOCAL_PART_BYTES) as up:
+        up.write(data_of(size))
+        (temp,) = tmp_dir.iterdir()
+        assert temp.stat().st_size == 2 * LOCAL_PART_BYTES
+        assert len(up._buf) == 5
+        up.complete()
+    assert store.get("big") == data_of(size)
+    assert list(tmp_dir.iterdir()) == []

@@ -1,0 +1,110 @@
+"""One output segment of a cleaning round, encoded and uploaded while the round still filters its input.
+
+The round's thread hands the survivors of each chunk to :meth:`OutputStream.send`; a worker thread encodes
+them row group by row group and uploads the object part by part (:func:`s3stream.sealing.write_segment_stream`),
+so when the group's last chunk is filtered only that chunk, the footer and the upload's completion are
+left (building the whole output first and PUTting it after was the round's longest wait: its last, largest
+output). At most :data:`QUEUED` survivor tables wait for the worker. A failure on either side aborts the
+upload, so nothing is left visible; the error surfaces in the round's thread.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import queue
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+
+from s3stream.manifest.model import SegmentRef
+from s3stream.sealing import write_segment_stream
+
+if TYPE_CHECKING:
+    from s3stream.log import PartitionLog
+    from s3stream.runtime import Runtime
+
+__all__ = ["QUEUED", "OutputStream"]
+
+#: Survivor tables waiting for the worker (each at most a read chunk).
+QUEUED = 2
+_POLL_S = 0.05
+
+
+class _Aborted(Exception):
+    """The round stopped before the output was complete: the upload must not complete."""
+
+
+_END = object()
+_ABORT = object()
+
+
+class OutputStream:
+    """The output segment replacing ``group``: survivors in, a :class:`SegmentRef` out (not yet referenced)."""
+
+    def __init__(self, pool: ThreadPoolExecutor, rt: Runtime, plog: PartitionLog, group: list[SegmentRef]) -> None:
+        self._queue: queue.Queue[object] = queue.Queue(maxsize=QUEUED)
+        self._future: Future[SegmentRef] = pool.submit(self._write, rt, plog, group)
+
+    def send(self, table: pa.Table) -> None:
+        """Queue survivors (in offset order) for the output; raises the worker's error if it failed."""
+        if table.num_rows:
+            self._put(table)
+
+    def finish(self) -> SegmentRef:
+        """Wait for the output to be uploaded; its manifest entry."""
+        self._put(_END)
+        return self._future.result()
+
+    def abort(self) -> SegmentRef | None:
+        """Stop the output; the entry of an object that was completed anyway (to delete), else None."""
+        try:
+            self._queue.put_nowait(_ABORT)
+        except queue.Full:  # the worker is busy with what is queued, or gone: make room for the signal
+            _drain(self._queue)
+            self._queue.put_nowait(_ABORT)
+        try:
+            return self._future.result()
+        except Exception:  # noqa: BLE001 - the round is already failing with its own error
+            return None
+
+    def _put(self, item: object) -> None:
+        while True:
+            if self._future.done():
+                self._future.result()  # raises the worker's error
+                raise AssertionError("the output finished before its end was sent")
+            try:
+                self._queue.put(item, timeout=_POLL_S)
+                return
+            except queue.Full:
+                continue
+
+    def _tables(self) -> Iterator[pa.Table]:
+        while True:
+            item = self._queue.get()
+            if item is _END:
+                return
+            if item is _ABORT:
+                raise _Aborted("cleaning round stopped")
+            assert isinstance(item, pa.Table)
+            yield item
+
+    def _write(self, rt: Runtime, plog: PartitionLog, group: list[SegmentRef]) -> SegmentRef:
+        tables = self._tables()
+        first = next(tables, None)  # its first timestamp goes in the footer (C-GRP2 keeps offsets and times)
+        first_ts = int(first.column("timestamp")[0].as_py()) if first is not None else -1
+        ref = write_segment_stream(rt, topic_id=plog.topic_id, partition=plog.partition,
+                                   tables=itertools.chain([] if first is None else [first], tables),
+                                   base_offset=group[0].base_offset, last_offset=group[-1].last_offset,
+                                   first_batch_max_ts=first_ts, cleaned=True, crash_point="clean.output_put")
+        return dataclasses.replace(ref, created_ms=group[-1].created_ms)  # C-GRP2: the last source's mtime
+
+
+def _drain(q: queue.Queue[object]) -> None:
+    while True:
+        try:
+            q.get_nowait()
+        except queue.Empty:
+            return

@@ -1,0 +1,78 @@
+"""A round's output segment streams: survivors are encoded and uploaded as they come, and an output the
+round abandons (or whose upload fails) leaves no object behind."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+import pyarrow as pa
+import pytest
+
+from cleaner.output import OutputStream
+from s3stream.errors import TransientError
+from s3stream.manifest.model import SegmentRef
+from s3stream.records import RECORD_SCHEMA
+from s3stream.segment import SegmentReader
+
+from .conftest import Env
+from .kit import COMPACT, T0
+
+
+def _table(offsets: range) -> pa.Table:
+    return pa.Table.from_pylist([
+        {"offset": o, "timestamp": T0 + o, "key": b"k%d" % o, "value": b"v" * 100, "headers": None,
+         "horizon_ms": None} for o in offsets], schema=RECORD_SCHEMA)
+
+
+def _group(base: int, last: int) -> list[SegmentRef]:
+    return [SegmentRef(f"in-{base}", base, last, 1, 1, last - base + 1, T0, T0, T0 + 7, 0)]
+
+
+def _segment_keys(env: Env) -> set[str]:
+    return {e.key for e in env.raw.list("") if "/segments/" in e.key}
+
+
+def test_survivors_sent_in_pieces_make_one_segment_of_the_group_range(env: Env) -> None:
+    store = env.open()
+    store.create_topic("t", 1, dict(COMPACT))
+    log = store.partition("t", 0)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        out = OutputStream(pool, store.runtime, log, _group(0, 99))
+        for piece in (range(3, 10), range(10, 10), range(40, 41), range(90, 95)):
+            out.send(_table(piece))
+        ref = out.finish()
+    assert (ref.base_offset, ref.last_offset, ref.record_count, ref.created_ms) == (0, 99, 13, T0 + 7)
+    data = env.raw.get(ref.key)
+    reader = SegmentReader(lambda a, b: data[a:b], ref.object_size, source=ref.key)
+    got = reader.read(0, max_records=100)
+    assert got.column("offset").to_pylist() == [*range(3, 10), 40, *range(90, 95)]
+    assert reader.footer.first_batch_max_timestamp == T0 + 3
+
+
+def test_an_abandoned_output_leaves_no_object(env: Env) -> None:
+    store = env.open()
+    store.create_topic("t", 1, dict(COMPACT))
+    log = store.partition("t", 0)
+    before = _segment_keys(env)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        out = OutputStream(pool, store.runtime, log, _group(0, 99))
+        out.send(_table(range(50)))
+        assert out.abort() is None
+    assert _segment_keys(env) == before
+
+
+def test_an_upload_error_reaches_the_round(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = env.open()
+    store.create_topic("t", 1, dict(COMPACT))
+    log = store.partition("t", 0)
+
+    def failing(*_a: object, **_k: object) -> None:
+        raise TransientError("disk on fire")
+
+    monkeypatch.setattr(type(store.runtime.objstore), "open_upload", failing)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        out = OutputStream(pool, store.runtime, log, _group(0, 99))
+        with pytest.raises(TransientError, match="disk on fire"):
+            for _ in range(10):  # the worker fails at its first table; a send or the finish reports it
+                out.send(_table(range(50)))
+            out.finish()
