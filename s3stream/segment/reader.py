@@ -4,9 +4,13 @@
 (a second one only when the footer is larger), validated by :func:`format.parse_footer`, gives the offset
 and time index. A read then fetches only the byte ranges of the row groups (and, for a column subset, the
 column chunks) it needs, coalescing consecutive row groups into GETs of up to ``_GET_BLOCKS`` blocks.
-``pyarrow.parquet`` decodes through a :class:`ranged.RangedFile`: a whole row group (every column) of a
-format-2 segment is first checked against its CRC32C from the footer index and decoded without page
-checksums; column subsets and format-1 segments are decoded with page-checksum verification on.
+``pyarrow.parquet`` decodes through a :class:`ranged.RangedFile`, pre-buffered (one call into Python per
+run of touching column chunks, not one per chunk: each call must take the GIL back from the fetch
+threads): a whole row group (every column) of a format-2 segment is first checked against its CRC32C
+from the footer index and decoded without page checksums; column subsets and format-1 segments are
+decoded with page-checksum verification on. A read decodes the whole groups its budgets take, and the
+group where a budget ends, in one call once they are fetched; only that last group's rows are sized (the
+others count their size from the footer index), and it is kept for the read that resumes inside it.
 
 Read-ahead: a read that continues where the previous one stopped (or that has no budget) is *streaming*:
 the reader keeps the row groups of the next ``_WINDOW_BLOCKS`` blocks of the object fetching in the
@@ -235,16 +239,27 @@ class SegmentReader:
                     requested = self._fetch_needed(g, from_offset, max_records, max_bytes, cols, rows, nbytes)
                 info = groups[g]
                 partial = info.first_offset < from_offset
-                h = g if partial else _whole_groups_end(groups, g, self._fetched_end(g, cols, streaming, requested),
-                                                        rows, nbytes, max_records, max_bytes)
-                if h > g + 1:  # whole groups within both budgets, fetched together: decoded at once
+                limit = self._fetched_end(g, cols, streaming, requested)
+                fit = g if partial else _whole_groups_end(groups, g, limit, rows, nbytes, max_records, max_bytes)
+                whole_rows = sum(i.num_rows for i in groups[g:fit])
+                whole_bytes = sum(i.size_bytes for i in groups[g:fit]) if max_bytes is not None else 0
+                # the group where a budget ends is decoded with the whole groups before it, when fetched with them
+                h = fit + 1 if fit < limit and not _satisfied(rows + whole_rows, nbytes + whole_bytes, max_records,
+                                                              max_bytes) else fit
+                if h > g + 1:  # decoded at once: per-call Python and pyarrow overheads paid once
                     batch = self._groups_at_once(g, h, cols)
                     if batch is not None:
+                        rows, nbytes, last_sizes = rows + whole_rows, nbytes + whole_bytes, None
+                        if h > fit:  # the last group may be cut: its rows sized, kept for a read resuming in it
+                            last = batch.slice(whole_rows)
+                            last_sizes = row_sizes(last) if max_bytes is not None else None
+                            self._decoded = _Decoded(h - 1, cols, last, last_sizes)
+                            if whole_rows:
+                                pieces.append(batch.slice(0, whole_rows))
+                            batch = last
+                            rows += last.num_rows
+                            nbytes += int(last_sizes.sum()) if last_sizes is not None else 0
                         pieces.append(batch)
-                        rows += batch.num_rows
-                        if max_bytes is not None:
-                            nbytes += sum(i.size_bytes for i in groups[g:h])
-                        last_sizes = None
                         g = h
                         continue
                 # a whole group within both budgets counts its footer size; row sizes only where a read
