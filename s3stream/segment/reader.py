@@ -253,7 +253,8 @@ class SegmentReader:
                         if h > fit:  # the last group may be cut: its rows sized, kept for a read resuming in it
                             last = batch.slice(whole_rows)
                             last_sizes = row_sizes(last) if max_bytes is not None else None
-                            self._decoded = _Decoded(h - 1, cols, last, last_sizes)
+                            # a copy: the slice would pin the whole batch until the next read
+                            self._decoded = _Decoded(h - 1, cols, last.take(np.arange(last.num_rows)), last_sizes)
                             if whole_rows:
                                 pieces.append(batch.slice(0, whole_rows))
                             batch = last

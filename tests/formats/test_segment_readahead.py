@@ -335,3 +335,18 @@ def test_ranged_file_failed_pending_extent_is_raised_once_then_refetched() -> No
     fetch.fail = lambda start, end: False
     f.seek(10)
     assert f.read(10) == blob[10:20]
+
+
+def test_between_reads_a_reader_keeps_one_decoded_group_not_the_whole_read(
+        segment: tuple[bytes, pa.RecordBatch]) -> None:
+    """A streaming read decodes its groups in one call; the group where its budget ended is kept for the
+    next read, copied out, so the rest of that call's decoded bytes are freed with the caller's table."""
+    data, _ = segment
+    reader = SegmentReader(FakeFetch(data), len(data), source="s", block_bytes=BLOCK)
+    before = pa.total_allocated_bytes()
+    got = reader.read_budgeted(0, max_bytes=200 * KIB)  # ~6 groups of 32 KiB, the last one cut
+    assert got.cut and got.table.num_rows > 100
+    read_bytes = pa.total_allocated_bytes() - before
+    del got
+    held = pa.total_allocated_bytes() - before
+    assert held < read_bytes / 3  # one group of ~32 KiB, not the ~200 KiB decoded for the read
