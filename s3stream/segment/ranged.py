@@ -23,8 +23,9 @@ that returns a different length than asked raises :class:`CorruptData` (the obje
 believes). A failing fetch is re-raised untouched when (and only when) its bytes are needed, and is also
 kept in :attr:`fetch_error`, because pyarrow may wrap exceptions raised inside its reads; the reader uses
 it to surface the original error. A failed pending extent is forgotten, so a later read fetches again.
-Not thread-safe: the owner serializes access (pyarrow reads through it with ``pre_buffer=False``); only
-the fetches themselves run on other threads.
+Not thread-safe: the owner serializes access. pyarrow's pre-buffered reads call it from pyarrow's I/O
+thread, but only while the owner's thread waits inside that pyarrow call; the fetches themselves run on
+the fetch pool and touch no state but the counters.
 """
 
 from __future__ import annotations
