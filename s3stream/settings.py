@@ -130,7 +130,8 @@ class StoreSettings:
     segment_upload_part_bytes: int = field(default=128 * _MiB, metadata=_spec(
         "int", "Part size of a segment's streamed upload: a seal holds one part, not the segment; a segment "
                "of up to one part is one PUT, a larger one a multipart upload (parts + 2 requests), so "
-               "smaller parts trade PUT requests for memory; at least S3's 5 MiB minimum part.", 5 * _MiB))
+               "smaller parts trade PUT requests for memory; at least S3's 5 MiB minimum part. A local "
+               "directory takes at most 8 MiB at a time whatever this says (no per-request cost).", 5 * _MiB))
     commit_timeout_ms: int = field(default=60000, metadata=_spec(
         "int", "Deadline of one manifest commit under contention, then CommitTimeout.", 1))
     orphan_min_age_ms: int = field(default=3_600_000, metadata=_spec(
