@@ -4,17 +4,19 @@ Order of effects (crash points in brackets): read the dirty range's keys (column
 offset map -> read every group of segments overlapping ``[0, end_offset)`` chunk by chunk (skipping row
 groups the keep rules drop whole, :func:`cleaner.keep.droppable`), filter it through the shared keep
 rules (:mod:`cleaner.keep`) and upload its survivors as one new segment under a
-fresh key as they come (reads, filtering and uploads overlap: :mod:`cleaner.scan`, :mod:`cleaner.output`) ->
+fresh key as they come (newest group first; reads, filtering and uploads overlap, and a group's upload
+completes while the next group is filtered: :mod:`cleaner.scan`, :mod:`cleaner.output`) ->
 [clean.after_outputs_put] -> ONE manifest commit that replaces exactly the input segments and sets the
 checkpoint, applied only if every input is still present and this cleaner's epoch is current ->
 [clean.after_swap]. A conflict (retention or another cleaner changed the inputs) aborts the round and
-deletes its outputs at once (provably never referenced); a crash before the swap leaves orphans that GC
-removes. Replaced inputs are deleted by GC after ``file.delete.delay.ms``.
+deletes its outputs at once (provably never referenced), and so does an error while rewriting; a crash
+before the swap leaves orphans that GC removes. Replaced inputs are deleted by GC after ``file.delete.delay.ms``.
 """
 
 from __future__ import annotations
 
 import logging
+from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -46,6 +48,8 @@ log = logging.getLogger(__name__)
 
 #: Segments whose keys are read at once while the offset map is built (bounded waste if the map fills).
 _MAP_READERS = 2
+#: Output segments of a round open at once: one receiving survivors, one completing its upload.
+_OUTPUTS_IN_FLIGHT = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,7 +136,12 @@ def clean_log(rt: Runtime, plog: PartitionLog, plan: LogToClean, *, epoch: Epoch
         return result(_Rewrite([], KeepStats(0, 0, 0, 0, 0), None, 0), aborted=True)
     rw = _Rewrite([], KeepStats(0, 0, 0, 0, 0), None, 0)
     try:
-        _rewrite(rt, plog, groups, omap, rw, cfg=cfg, now_ms=now_ms)
+        try:
+            _rewrite(rt, plog, groups, omap, rw, cfg=cfg, now_ms=now_ms)
+        except Exception:
+            _discard(rt, rw.outputs)  # failed before the swap: outputs already uploaded are referenced nowhere
+            rw.outputs.clear()
+            raise
         rt.crash.hit("clean.after_outputs_put")
         _swap(plog, groups, rw, epoch=epoch, checkpoint=omap.end_offset, now_ms=now_ms)
     except CommitConflict as exc:
@@ -156,17 +165,25 @@ def _rewrite(rt: Runtime, plog: PartitionLog, groups: list[list[SegmentRef]], om
 
     Pipelined: one worker reads and decodes the next chunk, another encodes and uploads the group's output
     as its survivors arrive (:class:`cleaner.output.OutputStream`), while this thread applies the keep rules.
+    A group's output completes its upload while this thread goes on with the next group (waiting for it
+    there was a third of a round: the survivors are in the last segments, so are the largest uploads);
+    at most :data:`_OUTPUTS_IN_FLIGHT` outputs are open at once. Groups go newest first
+    (:func:`_tagged_chunks`); the outputs are put back in offset order for the swap.
     """
-    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="s3stream-cleaner-io") as pool:
+    with (ThreadPoolExecutor(max_workers=1, thread_name_prefix="s3stream-cleaner-read") as reading,
+          ThreadPoolExecutor(max_workers=_OUTPUTS_IN_FLIGHT, thread_name_prefix="s3stream-cleaner-out") as writers):
         output: OutputStream | None = None
+        ending: deque[OutputStream] = deque()  # ended, upload completing, in group order
         try:
-            for gi, chunk in read_ahead(pool, _tagged_chunks(rt, groups, omap)):
+            for gi, chunk in read_ahead(reading, _tagged_chunks(rt, groups, omap)):
                 if isinstance(chunk, Dropped):  # never fetched: the footer says every record goes
                     rw.totals = _add(rw.totals, dropped_whole(chunk.records, chunk.unkeyed, chunk.tombstones))
                     rw.unread += chunk.records
                     continue
                 if output is None:
-                    output = OutputStream(pool, rt, plog, groups[gi])
+                    if len(ending) == _OUTPUTS_IN_FLIGHT:  # a worker for the new output: the oldest's
+                        rw.outputs.append(ending.popleft().result())
+                    output = OutputStream(writers, rt, plog, groups[gi])
                 if chunk is not None:
                     kept, stats = retain(chunk, omap, now_ms=now_ms, delete_retention_ms=cfg.delete_retention_ms)
                     rw.totals = _add(rw.totals, stats)
@@ -174,23 +191,32 @@ def _rewrite(rt: Runtime, plog: PartitionLog, groups: list[list[SegmentRef]], om
                     output.send(kept)
                     continue
                 rw.bytes_read += sum(s.size_bytes for s in groups[gi])
-                rw.outputs.append(output.finish())
+                output.end()
+                ending.append(output)
                 output = None
+            while ending:
+                rw.outputs.append(ending.popleft().result())
+            rw.outputs.sort(key=lambda ref: ref.base_offset)
         finally:
-            if output is not None:
-                done = output.abort()
+            for left in [*ending, *([] if output is None else [output])]:
+                done = left.abort()
                 if done is not None:
                     rw.outputs.append(done)  # uploaded although the round failed: deleted with the rest
 
 
 def _tagged_chunks(rt: Runtime, groups: list[list[SegmentRef]], omap: OffsetMap
                    ) -> Iterator[tuple[int, pa.Table | Dropped | None]]:
-    """``(group index, chunk)`` for every chunk of every group, then ``(group index, None)`` ending it."""
+    """``(group index, chunk)`` for every chunk of every group, then ``(group index, None)`` ending it.
+
+    Newest group first: the latest records are the likeliest to be kept, so the largest outputs start
+    first and upload while the older groups (mostly dropped, decode-bound) are filtered, instead of
+    leaving the round waiting for the largest upload at its end.
+    """
     def drop(first: int, last: int) -> bool:
         return droppable(omap, first, last)
 
-    for gi, group in enumerate(groups):
-        for chunk in segment_chunks(rt, group, droppable=drop):
+    for gi in reversed(range(len(groups))):
+        for chunk in segment_chunks(rt, groups[gi], droppable=drop):
             yield gi, chunk
         yield gi, None
 

@@ -80,8 +80,9 @@ class OffsetMapBuilder:
     """Feed segments oldest first with :meth:`add_segment` until it returns False (full or done).
 
     Rows are merged into the key -> offset table lazily: while even all-new keys could not fill the map,
-    segments are only collected, and one group-by folds them in (at the latest when the collected rows
-    outnumber four times the entries, so memory stays proportional to the map).
+    segments are only collected, and one group-by folds them in (at the latest when the collected rows and
+    the table together take the map's share of the dedupe buffer, ``capacity * 24`` bytes; each fold
+    regroups the whole table, so folding every few segments cost a round three times one group-by).
     """
 
     def __init__(self, *, start_offset: int, capacity: int) -> None:
@@ -90,6 +91,7 @@ class OffsetMapBuilder:
         self._entries: pa.Table = MAP_SCHEMA.empty_table()
         self._pending: list[pa.Table] = []
         self._pending_rows = 0
+        self._pending_bytes = 0
         self._latest = start_offset - 1
         self._full = False
 
@@ -146,9 +148,11 @@ class OffsetMapBuilder:
     def _collect(self, keyed: pa.Table) -> None:
         if keyed.num_rows == 0:
             return
-        self._pending.append(pa.table({"key": keyed.column("key"), "map_offset": keyed.column("offset")}))
-        self._pending_rows += keyed.num_rows
-        if self._pending_rows > 4 * max(self._entries.num_rows, 1 << 16):
+        pending = pa.table({"key": keyed.column("key"), "map_offset": keyed.column("offset")})
+        self._pending.append(pending)
+        self._pending_rows += pending.num_rows
+        self._pending_bytes += pending.nbytes
+        if self._pending_bytes + self._entries.nbytes > self._capacity * _ENTRY_BYTES:
             self._materialize()
 
     def _materialize(self) -> None:
@@ -156,7 +160,7 @@ class OffsetMapBuilder:
         if not self._pending:
             return
         both = pa.concat_tables([self._entries, *(t.cast(MAP_SCHEMA) for t in self._pending)])
-        self._pending, self._pending_rows = [], 0
+        self._pending, self._pending_rows, self._pending_bytes = [], 0, 0
         merged = both.group_by("key", use_threads=False).aggregate([("map_offset", "max")])
         self._entries = merged.rename_columns(["key", "map_offset"]).select(["key", "map_offset"]).cast(MAP_SCHEMA)
 

@@ -53,13 +53,21 @@ class OutputStream:
         if table.num_rows:
             self._put(table)
 
-    def finish(self) -> SegmentRef:
-        """Wait for the output to be uploaded; its manifest entry."""
+    def end(self) -> None:
+        """No more survivors: the worker completes the upload (collect it with :meth:`result`)."""
         self._put(_END)
+
+    def result(self) -> SegmentRef:
+        """Wait for the ended output to be uploaded; its manifest entry (or the worker's error)."""
         return self._future.result()
 
+    def finish(self) -> SegmentRef:
+        """:meth:`end`, then :meth:`result`."""
+        self.end()
+        return self.result()
+
     def abort(self) -> SegmentRef | None:
-        """Stop the output; the entry of an object that was completed anyway (to delete), else None."""
+        """Stop the output (ended or not); the entry of an object completed anyway (to delete), else None."""
         try:
             self._queue.put_nowait(_ABORT)
         except queue.Full:  # the worker is busy with what is queued, or gone: make room for the signal

@@ -195,6 +195,10 @@ class RangedFile(io.RawIOBase):
                 return True
         return any(p <= start and end <= e for p, (e, _) in self._pending.items())
 
+    def extents(self) -> list[tuple[int, bytes]]:
+        """The cached extents, ``(start, bytes)`` each (pending ones are not waited for)."""
+        return list(self._extents.items())
+
     def prime(self, start: int, data: bytes) -> None:
         """Insert bytes the caller already holds (``data`` is the object's ``[start, start+len)``)."""
         if start < 0 or start + len(data) > self._size:

@@ -50,6 +50,7 @@ import pyarrow.parquet as pq
 
 from s3stream.errors import CorruptData, InvalidRequest, S3StreamError
 from s3stream.records import RECORD_SCHEMA
+from s3stream.segment.buffered import chunk_bounds, decode_in_memory
 from s3stream.segment.format import RowGroupInfo, SegmentFooter, parse_footer, row_sizes, verify_footer
 from s3stream.segment.ranged import RangedFile, fetch_pool
 
@@ -363,9 +364,14 @@ class SegmentReader:
                 file.prime(run[0], fetched.result())
         else:
             file.fetch_async(runs)
+            for run in runs:
+                file.wait(*run)
         with self._decoding(file):
-            pf = pq.ParquetFile(file, metadata=metadata, page_checksum_verification=not whole, pre_buffer=True)
-            table = pf.read_row_groups(picked, columns=list(need), use_threads=False)
+            table = decode_in_memory(metadata, file.extents(), spans, picked, need, verify_pages=not whole)
+            if table is None:  # a run's bytes were not kept whole (never expected: the cache holds them all)
+                pf = pq.ParquetFile(file, metadata=metadata, page_checksum_verification=not whole,
+                                    pre_buffer=True)
+                table = pf.read_row_groups(picked, columns=list(need), use_threads=False)
             file.clear()
             self._check_groups(table, [infos[g] for g in picked])
         return table.replace_schema_metadata(None).select(out_cols)
@@ -496,7 +502,7 @@ class SegmentReader:
         if spans is None:
             assert self._pf is not None
             meta = self._pf.metadata
-            spans = [_column_span(meta.row_group(i), columns) for i in range(meta.num_row_groups)]
+            spans = [chunk_bounds(meta.row_group(i), columns) for i in range(meta.num_row_groups)]
             self._spans[columns] = spans
         return spans
 
@@ -618,7 +624,9 @@ class SegmentReader:
                 if crc32c.crc32c(self._file.view(*spans[g]), 0, 0) != infos[g].crc32c:
                     raise CorruptData(f"row group {g} fails its CRC32C", source=self._source)
             pf = self._pf_crc_checked
-        return pf.read_row_groups(groups, columns=list(columns), use_threads=False)
+        table = decode_in_memory(pf.metadata, self._file.extents(), spans, groups, columns,
+                                 verify_pages=pf is self._pf)
+        return table if table is not None else pf.read_row_groups(groups, columns=list(columns), use_threads=False)
 
     def _after_read(self, table: pa.Table) -> None:
         """Remember where a continuing read starts; a read that got the last record drops the held bytes."""
@@ -701,19 +709,6 @@ def _satisfied(rows: int, nbytes: int, max_records: int | None, max_bytes: int |
         return False
     return rows > 0 and ((max_records is not None and rows >= max_records)
                          or (max_bytes is not None and nbytes >= max_bytes))
-
-
-def _column_span(rg: pq.RowGroupMetaData, columns: Sequence[str]) -> tuple[int, int]:
-    """The byte span of the column chunks of ``columns`` (top-level names) in one row group."""
-    starts: list[int] = []
-    ends: list[int] = []
-    for c in range(rg.num_columns):
-        col = rg.column(c)
-        if col.path_in_schema.split(".")[0] in columns:
-            start = int(col.dictionary_page_offset if col.has_dictionary_page else col.data_page_offset)
-            starts.append(start)
-            ends.append(start + int(col.total_compressed_size))
-    return min(starts), max(ends)
 
 
 def _coalesce(spans: list[Span], *, limit: int | None = None) -> list[Span]:

@@ -9,6 +9,7 @@ import pyarrow as pa
 import pytest
 
 from cleaner.output import OutputStream
+from s3stream import Record
 from s3stream.errors import TransientError
 from s3stream.manifest.model import SegmentRef
 from s3stream.records import RECORD_SCHEMA
@@ -76,3 +77,35 @@ def test_an_upload_error_reaches_the_round(env: Env, monkeypatch: pytest.MonkeyP
             for _ in range(10):  # the worker fails at its first table; a send or the finish reports it
                 out.send(_table(range(50)))
             out.finish()
+
+
+def test_a_failed_upload_while_another_output_completes_fails_the_round_cleanly(
+        env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Outputs complete in the background while the round goes on (newest group first): the second
+    output's upload fails after the first one completed. The round leaves the log and the bucket as they
+    were and the error marks the partition (C-ERR1)."""
+    store = env.open()
+    store.create_topic("t", 1, {**COMPACT, "segment.bytes": 400})
+    log = store.partition("t", 0)
+    for i in range(4):
+        for j in range(5):
+            log.append([Record(b"k%d" % j, b"v%d" % i)])
+        log.roll()
+    before_keys, before_segments = _segment_keys(env), log.manifest().segments
+    before_records = [(r.offset, r.key, r.value) for r in log.read(0, max_records=100)]
+    real = type(store.runtime.objstore).open_upload
+    calls: list[str] = []
+
+    def second_fails(self: object, key: str, **kw: object) -> object:
+        calls.append(key)
+        if len(calls) == 2:
+            raise TransientError("disk on fire")
+        return real(self, key, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(type(store.runtime.objstore), "open_upload", second_fails)
+    report = store.run_cleaner()
+    assert report.cleaned is None and "disk on fire" in next(iter(report.uncleanable.values()))
+    assert len(calls) >= 2
+    assert _segment_keys(env) == before_keys  # the completed output was deleted, the failed one never made
+    assert log.manifest(refresh=True).segments == before_segments
+    assert [(r.offset, r.key, r.value) for r in log.read(0, max_records=100)] == before_records
