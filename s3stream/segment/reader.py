@@ -4,13 +4,14 @@
 (a second one only when the footer is larger), validated by :func:`format.parse_footer`, gives the offset
 and time index. A read then fetches only the byte ranges of the row groups (and, for a column subset, the
 column chunks) it needs, coalescing consecutive row groups into GETs of up to ``_GET_BLOCKS`` blocks.
-``pyarrow.parquet`` decodes through a :class:`ranged.RangedFile`, pre-buffered (one call into Python per
-run of touching column chunks, not one per chunk: each call must take the GIL back from the fetch
-threads): a whole row group (every column) of a format-2 segment is first checked against its CRC32C
-from the footer index and decoded without page checksums; column subsets and format-1 segments are
-decoded with page-checksum verification on. A read decodes the whole groups its budgets take, and the
-group where a budget ends, in one call once they are fetched; only that last group's rows are sized (the
-others count their size from the footer index), and it is kept for the read that resumes inside it.
+``pyarrow.parquet`` decodes the bytes a :class:`ranged.RangedFile` cached, handed over as native buffers
+(:mod:`segment.buffered`: no call back into Python, which must take the GIL back from the fetch threads;
+the footer is read through the file itself): a whole row group (every column) of a format-2 segment is
+first checked against its CRC32C from the footer index and decoded without page checksums; column subsets
+and format-1 segments are decoded with page-checksum verification on. A read decodes the whole groups its
+budgets take, and the group where a budget ends, in one call once they are fetched; only that last group's
+rows are sized (the others count their size from the footer index), and it is kept for the read that
+resumes inside it.
 
 Read-ahead: a read that continues where the previous one stopped (or that has no budget) is *streaming*:
 the reader keeps the row groups of the next ``_WINDOW_BLOCKS`` blocks of the object fetching in the
@@ -606,12 +607,12 @@ class SegmentReader:
     def _decode_cached(self, groups: list[int], columns: tuple[str, ...]) -> pa.Table:
         """Row groups ``groups`` (their bytes all cached) decoded in one pyarrow call.
 
-        The files are pre-buffered: pyarrow asks this file for each run of touching column chunks once,
-        instead of once per column chunk. Each of those calls into Python must take the GIL back from the
-        fetch threads (measured with one busy thread: 87 MB/s read per chunk, 683 MB/s pre-buffered).
+        The cached extents are decoded as native buffers (:func:`segment.buffered.decode_in_memory`):
+        through the Python file every read pyarrow made had to take the GIL back from the fetch threads
+        (measured with one busy thread: 87 MB/s read per chunk, 683 MB/s pre-buffered, ~4.7 GB/s idle).
         A whole group (every column) is checked against its CRC32C from the footer index and decoded
-        without page checksums (no fetch lands in the cache while it decodes, so pyarrow reads exactly the
-        bytes checked); a column subset is decoded verifying its pages' CRCs.
+        without page checksums (pyarrow decodes exactly the bytes checked); a column subset is decoded
+        verifying its pages' CRCs.
         """
         assert self._pf is not None
         assert self._pf_crc_checked is not None
