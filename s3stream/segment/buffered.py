@@ -6,6 +6,12 @@ sequential reader spent more time waiting inside decode calls than decoding. Her
 object's bytes ``[start, start + len)``) is handed to pyarrow as a native buffer addressed as if it began
 at object offset 0, so the footer's absolute offsets work unchanged and the decode runs without the GIL.
 
+Groups spread over many small extents (the key and offset columns of every group of a segment, which the
+cleaner's offset map reads) are instead copied into one buffer at their object offsets and decoded in one
+call: a call costs ~0.3 ms whatever it decodes, so one per group was ~20 ms of CPU for a segment whose
+~1.4 MiB of keys and offsets copy in about a millisecond. The buffer spans the object, but it is
+anonymous memory whose pages nothing is copied to are never touched, so they take no memory.
+
 Safety: the buffer claims to begin ``start`` bytes before the extent, memory that is not ours. A decode is
 therefore only started for row groups whose column chunks lie inside the extent by bounds that contain
 every byte pyarrow may read for them (:func:`chunk_bounds`, from the footer that was checked before);
@@ -14,14 +20,21 @@ past the extent's end the buffer itself ends, so pyarrow's own bounds checks app
 
 from __future__ import annotations
 
+import itertools
+import mmap
 from collections.abc import Sequence
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 __all__ = ["chunk_bounds", "decode_in_memory"]
 
 Span = tuple[int, int]
+
+#: Groups in more than one extent are copied into one buffer when their chunks average at most this
+#: many bytes: copying ~0.4 ms/MiB against a pyarrow call's ~0.3 ms (measured, 1 MiB groups).
+_ASSEMBLE_BYTES_PER_GROUP = 512 << 10
 
 
 def chunk_bounds(rg: pq.RowGroupMetaData, columns: Sequence[str]) -> Span:
@@ -60,6 +73,9 @@ def decode_in_memory(metadata: pq.FileMetaData, extents: Sequence[tuple[int, byt
         if held is None:
             return None
         located.append((*held, g))
+    runs = 1 + sum(1 for x, y in itertools.pairwise(located) if x[0] != y[0])
+    if runs > 1 and sum(spans[g][1] - spans[g][0] for g in groups) <= _ASSEMBLE_BYTES_PER_GROUP * len(groups):
+        return _decode_assembled(metadata, located, spans, columns, verify_pages)
     tables: list[pa.Table] = []
     i = 0
     while i < len(located):
@@ -75,13 +91,29 @@ def decode_in_memory(metadata: pq.FileMetaData, extents: Sequence[tuple[int, byt
     return pa.concat_tables(tables) if len(tables) > 1 else tables[0]
 
 
-def _decode_extent(metadata: pq.FileMetaData, start: int, data: bytes, groups: list[int],
+def _decode_assembled(metadata: pq.FileMetaData, located: Sequence[tuple[int, bytes, int]],
+                      spans: Sequence[Span], columns: Sequence[str], verify_pages: bool) -> pa.Table | None:
+    """The groups of ``located`` decoded in one call from a buffer holding each one's span at its offset."""
+    lo = min(spans[g][0] for *_, g in located)
+    hi = max(spans[g][1] for *_, g in located)
+    # anonymous memory: pages no span is copied to are never touched (numpy's zeros would ask for huge
+    # pages, and each touch would then clear 2 MiB: measured 5x slower here)
+    space = mmap.mmap(-1, hi - lo)
+    buf = np.frombuffer(space, dtype=np.uint8)
+    for a, data, g in located:
+        start, end = spans[g]
+        buf[start - lo:end - lo] = np.frombuffer(data, dtype=np.uint8, count=end - start, offset=start - a)
+    del buf
+    return _decode_extent(metadata, lo, pa.py_buffer(space), [g for *_, g in located], columns, verify_pages)
+
+
+def _decode_extent(metadata: pq.FileMetaData, start: int, data: bytes | pa.Buffer, groups: list[int],
                    columns: Sequence[str], verify_pages: bool) -> pa.Table | None:
-    held = pa.py_buffer(data)
+    held = data if isinstance(data, pa.Buffer) else pa.py_buffer(data)
     if held.address < start:  # cannot be addressed from offset 0 (never seen: heaps live far higher)
         return None
     # object offset x is at held.address + (x - start); the extent's end is the buffer's end
-    whole = pa.foreign_buffer(held.address - start, start + len(data), base=held)
+    whole = pa.foreign_buffer(held.address - start, start + held.size, base=held)
     pf = pq.ParquetFile(pa.BufferReader(whole), metadata=metadata, page_checksum_verification=verify_pages,
                         pre_buffer=False)
     return pf.read_row_groups(groups, columns=list(columns), use_threads=False)

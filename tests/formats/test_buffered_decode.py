@@ -10,6 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from s3stream.segment import buffered
 from s3stream.segment.buffered import chunk_bounds, decode_in_memory
 
 
@@ -41,6 +42,43 @@ def test_groups_across_two_extents_decode_as_from_the_whole_file(dictionary: boo
     got = decode_in_memory(meta, extents, spans, [1, 2, 4], columns, verify_pages=True)
     want = pq.ParquetFile(pa.BufferReader(data)).read_row_groups([1, 2, 4], columns=list(columns))
     assert got is not None and got.equals(want)
+
+
+@pytest.mark.parametrize("verify_pages", [False, True])
+def test_groups_in_many_small_extents_decode_in_one_call(verify_pages: bool,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    data = _file(dictionary=False)
+    meta = pq.ParquetFile(pa.BufferReader(data)).metadata
+    columns = ("offset", "key")  # the offset map's projection: one small extent per group
+    spans = [chunk_bounds(meta.row_group(g), columns) for g in range(meta.num_row_groups)]
+    picked = [0, 2, 3, 5]
+    extents = [_extent(data, *spans[g]) for g in reversed(picked)]  # in no particular order
+    calls: list[list[int]] = []
+    real = buffered._decode_extent
+
+    def counting(*args: object, **kwargs: object) -> pa.Table | None:
+        calls.append(list(args[3]))  # type: ignore[call-overload]
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(buffered, "_decode_extent", counting)
+    got = decode_in_memory(meta, extents, spans, picked, columns, verify_pages=verify_pages)
+    want = pq.ParquetFile(pa.BufferReader(data)).read_row_groups(picked, columns=list(columns))
+    assert got is not None and got.equals(want)
+    assert calls == [picked]
+
+
+def test_a_corrupt_byte_in_an_assembled_group_fails_its_page_checksum() -> None:
+    data = _file(dictionary=False)
+    meta = pq.ParquetFile(pa.BufferReader(data)).metadata
+    columns = ("offset", "key")
+    spans = [chunk_bounds(meta.row_group(g), columns) for g in range(meta.num_row_groups)]
+    extents = [_extent(data, *spans[g]) for g in (1, 4)]
+    start, bad = extents[1]
+    flipped = bytearray(bad)
+    flipped[len(flipped) // 2] ^= 0xFF
+    extents[1] = (start, bytes(flipped))
+    with pytest.raises((OSError, pa.ArrowException), match=r"(?i)checksum|crc"):
+        decode_in_memory(meta, extents, spans, [1, 4], columns, verify_pages=True)
 
 
 def test_a_group_outside_every_extent_is_refused() -> None:
