@@ -189,7 +189,8 @@ class Runtime:
             if only_existing and not cand.reused:
                 return
             try:
-                wal = WalWriter(cand.path, file_bytes=s.wal_file_bytes, fsync=s.wal_fsync)
+                wal = WalWriter(cand.path, file_bytes=s.wal_file_bytes, fsync=s.wal_fsync,
+                                recycle=s.wal_recycle)
             except WalLocked:
                 if self._node_id_setting() is not None:
                     raise InvalidConfig(f"node {self._node_id_setting()!r}: its WAL directory {cand.path} is in use "

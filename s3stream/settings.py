@@ -107,6 +107,9 @@ class StoreSettings:
         "bool", "fsync WAL writes before acknowledging (false trades durability for latency)."))
     wal_file_bytes: int = field(default=64 * _MiB, metadata=_spec(
         "int", "Size at which the local WAL starts a new file (trimmed files are deleted).", 1))
+    wal_recycle: bool = field(default=True, metadata=_spec(
+        "bool", "Reuse a trimmed WAL file's space for the next one, so an fsync flushes data without a filesystem "
+                "journal commit (a shorter ack latency tail on a disk other writers share; keeps one spare file)."))
     buffer_bytes: int = field(default=64 * _MiB, metadata=_spec(
         "int", "Max unflushed bytes in memory; appends wait beyond it (backpressure).", 1))
     cache_bytes: int = field(default=128 * _MiB, metadata=_spec(

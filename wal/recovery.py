@@ -6,8 +6,11 @@ seqs ``[first_seq, end_seq)``; the *active* file is the last one (the only one a
 Invariants recovery establishes (and the writer then keeps):
 
 * files are contiguous: each file's ``first_seq`` equals the previous file's ``end_seq``;
-* every byte of every file decodes: the first bad frame of a file and everything after it (including
-  all later files) is removed. A bad frame that reaches the end of the last file is a *torn tail* (a
+* every byte of every file decodes up to its *end*: the file's end, or an end mark (a zeroed frame header,
+  see :class:`~wal.storage.FileWalStorage`: a reused file holds older bytes after it). After an end mark
+  the last file is cut there (appends go where the file ends); the others are kept, the next file's
+  first seq proving their frames complete. Otherwise the first bad frame of a file and everything after
+  it (including all later files) is removed. A bad frame that reaches the end of the last file is a *torn tail* (a
   crash cut the last write) and is logged as a warning; anything else is logged as an error, because
   it is damage a crash does not explain, but it is truncated all the same so the log stays usable;
 * a damaged header is repaired only on the last file, and only when the file holds nothing beyond its
@@ -39,7 +42,7 @@ from wal.frame import (
     scan_frames,
 )
 from wal.lock import LOCK_FILE_NAME
-from wal.storage import WalStorage
+from wal.storage import END_MARK_BYTES, WalStorage
 
 __all__ = ["RecoveredWal", "WalFile", "file_name", "read_entries", "recover"]
 
@@ -103,7 +106,12 @@ def _recover(storage: WalStorage) -> RecoveredWal:
         size = FILE_HEADER_SIZE + scan.valid_len
         files.append(WalFile(name, name_seq, size))
         next_seq = name_seq + len(scan.spans)
-        if scan.problem is not None:
+        if scan.problem is not None and _end_marked(data, size):
+            LOG.debug("WAL %s: ends at an end mark after seq %d (%d bytes after it)", source, next_seq - 1,
+                      len(data) - size)
+            if not later:
+                storage.truncate(name, size)  # the storage appends where the file ends
+        elif scan.problem is not None:
             _cut(storage, name, size, scan, later, source)
             break
     if not files:
@@ -124,6 +132,13 @@ def _log_names(storage: WalStorage) -> list[tuple[str, int]]:
             LOG.debug("WAL %s: ignoring unexpected file %s", storage.location, name)
     found.sort(key=lambda item: item[1])
     return found
+
+
+def _end_marked(data: bytes, pos: int) -> bool:
+    """Whether the frames of ``data`` end at ``pos`` with an end mark: a zeroed frame header (or zeros to the
+    end of the data), which no frame has, written after every write into a reused file."""
+    mark = data[pos:pos + END_MARK_BYTES]
+    return mark.count(0) == len(mark)
 
 
 def _header_ok(data: bytes, name_seq: int, source: str, *, torn_possible: bool) -> bool:

@@ -74,6 +74,7 @@ class WalWriter:
         max_batch_bytes: int = 16 * 1024 * 1024,
         lock: bool = True,
         syncs_in_flight: int = 2,
+        recycle: bool = True,
     ) -> None:
         """Open (creating if needed), lock and recover the WAL.
 
@@ -89,6 +90,8 @@ class WalWriter:
                 tails, which would destroy a live writer's in-flight batch.
             syncs_in_flight: fsyncs that may run at once, each covering the batches written before it
                 started (1: write, fsync, then the next batch; see the module docstring).
+            recycle: in a directory, reuse a trimmed file's space for the next file, so a sync flushes data
+                without a journal commit (see :class:`~wal.storage.FileWalStorage`).
 
         Raises:
             ValueError: not exactly one of ``directory``/``storage``, or a non-positive size.
@@ -101,7 +104,7 @@ class WalWriter:
         if file_bytes <= FILE_HEADER_SIZE or max_batch_bytes <= 0 or syncs_in_flight < 1:
             raise ValueError(f"WalWriter: file_bytes must exceed {FILE_HEADER_SIZE}, max_batch_bytes be > 0, "
                              "syncs_in_flight be >= 1")
-        self._storage = storage if storage is not None else _open_dir(directory)
+        self._storage = storage if storage is not None else _open_dir(directory, recycle)
         self._file_bytes = file_bytes
         self._max_batch_bytes = max_batch_bytes
         self._fsync = fsync
@@ -402,7 +405,7 @@ class WalWriter:
                         return
                     victim = self._files[0]
                 try:
-                    self._storage.delete(victim.name)
+                    self._storage.retire(victim.name)
                 except OSError as exc:
                     raise WalError(f"WAL {self.location}: cannot delete {victim.name}: {exc}") from exc
                 with self._mu:
@@ -486,9 +489,9 @@ class WalWriter:
         return f"WalWriter({self.location!r}, next_seq={self.next_seq})"
 
 
-def _open_dir(directory: str | os.PathLike[str] | None) -> FileWalStorage:
+def _open_dir(directory: str | os.PathLike[str] | None, recycle: bool) -> FileWalStorage:
     assert directory is not None  # checked by the caller
     try:
-        return FileWalStorage(directory)
+        return FileWalStorage(directory, recycle=recycle)
     except OSError as exc:
         raise WalError(f"cannot open the WAL directory {os.fspath(directory)}: {exc}") from exc

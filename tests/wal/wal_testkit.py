@@ -76,6 +76,11 @@ class RecordingStorage:
         self.deletes.append(name)
         self.inner.delete(name)
 
+    def retire(self, name: str) -> None:
+        self._maybe_fail("delete")
+        self.deletes.append(name)
+        self.inner.retire(name)
+
     def lock(self) -> WalLockHandle:
         return self.inner.lock()
 
