@@ -6,13 +6,14 @@ seqs ``[first_seq, end_seq)``; the *active* file is the last one (the only one a
 Invariants recovery establishes (and the writer then keeps):
 
 * files are contiguous: each file's ``first_seq`` equals the previous file's ``end_seq``;
-* every byte of every file decodes up to its *end*: the file's end, or an end mark (a zeroed frame header,
-  see :class:`~wal.storage.FileWalStorage`: a reused file holds older bytes after it). After an end mark
-  the last file is cut there (appends go where the file ends); the others are kept, the next file's
-  first seq proving their frames complete. Otherwise the first bad frame of a file and everything after
-  it (including all later files) is removed. A bad frame that reaches the end of the last file is a *torn tail* (a
-  crash cut the last write) and is logged as a warning; anything else is logged as an error, because
-  it is damage a crash does not explain, but it is truncated all the same so the log stays usable;
+* every byte of every file decodes up to its *end*: the file's end, or an end mark (a zeroed frame
+  header, see :class:`~wal.storage.FileWalStorage`: a reused file holds older bytes after it). After an
+  end mark the last file is cut there (appends go where the file ends); the others are kept, the next
+  file's first seq proving their frames complete. Otherwise the first bad frame of a file and everything
+  after it (including all later files) is removed. A bad frame that reaches the end of the last file is
+  a *torn tail* (a crash cut the last write) and is logged as a warning; anything else is logged as an
+  error, because it is damage a crash does not explain, but it is truncated all the same so the log
+  stays usable;
 * a damaged header is repaired only on the last file, and only when the file holds nothing beyond its
   header (a roll whose header sync a crash interrupted; no entry in it can have been acknowledged): it
   is recreated empty from its name. Any other bad header, a header that disagrees with the file's name,
