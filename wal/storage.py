@@ -134,6 +134,8 @@ class FileWalStorage:
         self._mu = threading.Lock()
         self._recycle = recycle
         self._spare = False  # this storage made SPARE_FILE_NAME (one left by another process is unknown)
+        # held while the spare is taken into use or replaced: a trim may retire a file during a roll
+        self._spare_mu = threading.Lock()
 
     @property
     def location(self) -> str:
@@ -150,21 +152,12 @@ class FileWalStorage:
 
     def create(self, name: str, data: bytes) -> None:
         path = self._path(name)
-        with self._mu:
-            reuse, self._spare = self._spare, False
-        if reuse:
-            spare = self._path(SPARE_FILE_NAME)
-            fd = os.open(spare, os.O_WRONLY | os.O_CLOEXEC)
-            try:
-                size = os.fstat(fd).st_size
-                _pwrite_all(fd, [data, _end_mark(len(data), size)], 0)
-                os.fdatasync(fd)
-                os.link(spare, path)  # fails if ``name`` exists, as O_EXCL does
-            except BaseException:
-                os.close(fd)
-                raise
-            os.unlink(spare)
-        else:
+        with self._spare_mu:
+            with self._mu:
+                reuse, self._spare = self._spare, False
+            if reuse:
+                fd, size = self._take_spare(path, data)
+        if not reuse:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
             try:
                 _pwrite_all(fd, [data], 0)
@@ -213,19 +206,20 @@ class FileWalStorage:
         self._sync_dir()
 
     def retire(self, name: str) -> None:
-        with self._mu:
-            keep = self._recycle and not self._spare
-        if not keep:
-            self.delete(name)
-            return
-        self._close_fd(name)
-        try:
-            os.replace(self._path(name), self._path(SPARE_FILE_NAME))  # over a stale spare of another process
-        except FileNotFoundError:
-            return
-        self._sync_dir()
-        with self._mu:
-            self._spare = True
+        with self._spare_mu:
+            with self._mu:
+                keep = self._recycle and not self._spare
+            if keep:
+                self._close_fd(name)
+                try:
+                    os.replace(self._path(name), self._path(SPARE_FILE_NAME))  # over another process's spare
+                except FileNotFoundError:
+                    return
+                self._sync_dir()
+                with self._mu:
+                    self._spare = True
+                return
+        self.delete(name)
 
     def lock(self) -> WalLockHandle:
         return DirLock(self._dir)
@@ -251,6 +245,22 @@ class FileWalStorage:
                 self._fds[name] = fd
                 self._ends[name] = self._sizes[name] = os.fstat(fd).st_size
             return fd, self._ends[name], self._sizes[name]
+
+    def _take_spare(self, path: str, header: bytes) -> tuple[int, int]:
+        """Write ``header`` (and an end mark) into the spare, sync it, link it as ``path``: its descriptor
+        and size. The caller holds ``_spare_mu``."""
+        spare = self._path(SPARE_FILE_NAME)
+        fd = os.open(spare, os.O_WRONLY | os.O_CLOEXEC)
+        try:
+            size = os.fstat(fd).st_size
+            _pwrite_all(fd, [header, _end_mark(len(header), size)], 0)
+            os.fdatasync(fd)
+            os.link(spare, path)  # fails if the name exists, as O_EXCL does
+        except BaseException:
+            os.close(fd)
+            raise
+        os.unlink(spare)
+        return fd, size
 
     def _close_fd(self, name: str) -> None:
         with self._mu:

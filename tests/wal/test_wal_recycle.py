@@ -4,6 +4,8 @@ never takes its older bytes for entries."""
 from __future__ import annotations
 
 import logging
+import os
+import threading
 from pathlib import Path
 
 import pytest
@@ -118,4 +120,31 @@ def test_one_spare_at_most_and_a_stale_one_is_replaced(tmp_path: Path) -> None:
     assert storage.read("c") == b"HEADabc" + bytes(END_MARK_BYTES) + (b"header-a" + b"x" * 100)[27:]
     with pytest.raises(FileExistsError):
         storage.create("c", b"again")
+    storage.close()
+
+
+def test_a_file_retired_while_a_roll_takes_the_spare_waits_for_it(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    storage = FileWalStorage(tmp_path, recycle=True)
+    for name in ("a", "b"):
+        storage.create(name, b"header-" + name.encode())
+        storage.append(name, [name.encode() * 100])
+    storage.retire("a")  # the spare
+    real_link = os.link
+    retiring: list[threading.Thread] = []
+
+    def link_during_a_trim(src: str, dst: str) -> None:
+        # a trim retires "b" while the roll is between writing its header and linking the spare
+        retiring.append(threading.Thread(target=storage.retire, args=("b",)))
+        retiring[0].start()
+        retiring[0].join(0.2)  # it must wait for the roll, not replace the spare under it
+        real_link(src, dst)
+
+    monkeypatch.setattr(os, "link", link_during_a_trim)
+    storage.create("c", b"header-c")
+    monkeypatch.setattr(os, "link", real_link)
+    retiring[0].join(10)
+    storage.append("c", [b"new"])
+    assert storage.read("c").startswith(b"header-cnew" + bytes(END_MARK_BYTES))
+    assert (tmp_path / SPARE_FILE_NAME).read_bytes() == b"header-b" + b"b" * 100  # retired after the roll
     storage.close()
