@@ -28,6 +28,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from wal.clock import make_rng
@@ -128,9 +129,7 @@ class FileWalStorage:
         if not os.path.isdir(self._dir):
             os.makedirs(self._dir, exist_ok=True)
             _sync_dir(os.path.dirname(self._dir))  # the new directory's name must survive a crash too
-        self._fds: dict[str, int] = {}
-        self._ends: dict[str, int] = {}  # where the next append of each open file goes
-        self._sizes: dict[str, int] = {}  # how long each open file is (a reused one: beyond its end)
+        self._open: dict[str, _OpenFile] = {}
         self._mu = threading.Lock()
         self._recycle = recycle
         self._spare = False  # this storage made SPARE_FILE_NAME (one left by another process is unknown)
@@ -167,23 +166,23 @@ class FileWalStorage:
                 raise
             size = len(data)
         with self._mu:  # older files are complete: keep one write descriptor, not one per file
-            stale = [old for old_name, old in self._fds.items() if old_name != name]
-            self._fds, self._ends, self._sizes = {name: fd}, {name: len(data)}, {name: max(size, len(data))}
+            stale = [old.fd for old_name, old in self._open.items() if old_name != name]
+            self._open = {name: _OpenFile(fd, len(data), max(size, len(data)))}
         for old in stale:
             os.close(old)
         self._sync_dir()
 
     def append(self, name: str, chunks: Sequence[bytes]) -> None:
-        fd, end, size = self._fd(name)
+        f = self._file(name)
         n = sum(map(len, chunks))
-        mark = _end_mark(end + n, size)
-        _pwrite_all(fd, [*chunks, mark] if mark else chunks, end)
+        mark = _end_mark(f.end + n, f.size)
+        _pwrite_all(f.fd, [*chunks, mark] if mark else chunks, f.end)
         with self._mu:
-            self._ends[name] = end + n
-            self._sizes[name] = max(size, end + n)
+            f.end += n
+            f.size = max(f.size, f.end)
 
     def fsync(self, name: str) -> None:
-        _datasync(self._fd(name)[0])
+        _datasync(self._file(name).fd)
 
     def read(self, name: str, offset: int = 0, size: int | None = None) -> bytes:
         with open(self._path(name), "rb") as f:
@@ -191,11 +190,11 @@ class FileWalStorage:
             return f.read() if size is None else f.read(size)
 
     def truncate(self, name: str, size: int) -> None:
-        fd = self._fd(name)[0]
-        os.ftruncate(fd, size)
-        os.fsync(fd)
+        f = self._file(name)
+        os.ftruncate(f.fd, size)
+        os.fsync(f.fd)
         with self._mu:
-            self._ends[name] = self._sizes[name] = size
+            f.end = f.size = size
 
     def delete(self, name: str) -> None:
         self._close_fd(name)
@@ -226,25 +225,25 @@ class FileWalStorage:
 
     def close(self) -> None:
         with self._mu:
-            fds, self._fds, self._ends, self._sizes = list(self._fds.values()), {}, {}, {}
-        for fd in fds:
-            os.close(fd)
+            files, self._open = list(self._open.values()), {}
+        for f in files:
+            os.close(f.fd)
 
     def _path(self, name: str) -> str:
         if not name or os.sep in name or name in (".", ".."):
             raise ValueError(f"invalid WAL file name {name!r}")
         return os.path.join(self._dir, name)
 
-    def _fd(self, name: str) -> tuple[int, int, int]:
-        """The cached write descriptor of ``name``, where its next append goes and the file's size (opened
-        on first use: the file must exist and end where its writes do, as recovery leaves the last one)."""
+    def _file(self, name: str) -> _OpenFile:
+        """The open file ``name`` (opened on first use: the file must exist and end where its writes do,
+        as recovery leaves the last one). Only the syncer writes it and moves its end."""
         with self._mu:
-            fd = self._fds.get(name)
-            if fd is None:
+            f = self._open.get(name)
+            if f is None:
                 fd = os.open(self._path(name), os.O_WRONLY | os.O_CLOEXEC)
-                self._fds[name] = fd
-                self._ends[name] = self._sizes[name] = os.fstat(fd).st_size
-            return fd, self._ends[name], self._sizes[name]
+                size = os.fstat(fd).st_size
+                f = self._open[name] = _OpenFile(fd, size, size)
+            return f
 
     def _take_spare(self, path: str, header: bytes) -> tuple[int, int]:
         """Write ``header`` (and an end mark) into the spare, sync it, link it as ``path``: its descriptor
@@ -264,17 +263,25 @@ class FileWalStorage:
 
     def _close_fd(self, name: str) -> None:
         with self._mu:
-            fd = self._fds.pop(name, None)
-            self._ends.pop(name, None)
-            self._sizes.pop(name, None)
-        if fd is not None:
-            os.close(fd)
+            f = self._open.pop(name, None)
+        if f is not None:
+            os.close(f.fd)
 
     def _sync_dir(self) -> None:
         _sync_dir(self._dir)
 
     def __repr__(self) -> str:
         return f"FileWalStorage({self._dir!r})"
+
+
+@dataclass(slots=True)
+class _OpenFile:
+    """A file :class:`FileWalStorage` writes: its descriptor, where the next append goes, and its length
+    (a reused file is longer than what was written to it)."""
+
+    fd: int
+    end: int
+    size: int
 
 
 def _end_mark(end: int, size: int) -> bytes:
