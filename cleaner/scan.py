@@ -39,7 +39,7 @@ import pyarrow.compute as pc
 
 from s3stream.errors import CorruptData
 from s3stream.manifest.model import SegmentRef
-from s3stream.objectstore.protocol import ByteRange
+from s3stream.objectstore.fetch import ranged_fetch
 from s3stream.segment import RowGroupInfo, SegmentReader
 
 if TYPE_CHECKING:
@@ -69,7 +69,7 @@ _END = object()
 def segment_reader(rt: Runtime, seg: SegmentRef) -> SegmentReader:
     """A reader of ``seg`` of its own (not the store's shared cache), fetching by ranged GETs."""
     store, key = rt.objstore, seg.key
-    return SegmentReader(lambda start, end: store.get(key, ByteRange(start, end)), seg.object_size, source=key,
+    return SegmentReader(ranged_fetch(store, key), seg.object_size, source=key,
                          block_bytes=max(rt.settings.read_ahead_bytes, 1 << 20))
 
 

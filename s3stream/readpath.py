@@ -26,6 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from s3stream.manifest.model import SegmentRef
+from s3stream.objectstore.fetch import ranged_fetch
 from s3stream.objectstore.protocol import ByteRange, ObjectStore
 from s3stream.records import RECORD_SCHEMA
 from s3stream.segment import SegmentReader, row_sizes
@@ -107,7 +108,7 @@ class SegmentReaderCache:
                 self._cache.move_to_end(seg.key)
                 return reader
         key = seg.key
-        reader = SegmentReader(lambda start, end: self._store.get(key, ByteRange(start, end)), seg.object_size,
+        reader = SegmentReader(ranged_fetch(self._store, key), seg.object_size,
                                source=key, block_bytes=self._block)
         dropped: list[SegmentReader] = []
         with self._lock:

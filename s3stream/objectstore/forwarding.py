@@ -1,8 +1,10 @@
 """A pass-through ObjectStore: the base of wrappers that intercept one verb and forward the rest
 (:class:`~s3stream.objectstore.metered.MeteredObjectStore`, and the tests' hooks).
 
-``open_upload`` forwards too, with small objects (at most one part) sent through :meth:`put`, so a
-subclass that intercepts ``put`` also sees those; larger ones stream to the inner store's upload.
+``get_view`` goes through :meth:`get`, so a subclass that overrides ``get`` sees every read (one that
+only observes forwards ``get_view`` to the inner store itself). ``open_upload`` forwards too, with small
+objects (at most one part) sent through :meth:`put`, so a subclass that intercepts ``put`` also sees
+those; larger ones stream to the inner store's upload.
 """
 
 from __future__ import annotations
@@ -31,6 +33,10 @@ class ForwardingObjectStore:
 
     def get(self, key: str, byte_range: ByteRange | None = None) -> bytes:
         return self.inner.get(key, byte_range)
+
+    def get_view(self, key: str, byte_range: ByteRange | None = None) -> memoryview:
+        """Through :meth:`get`, so a subclass that intercepts ``get`` sees bulk reads too."""
+        return memoryview(self.get(key, byte_range))
 
     def head(self, key: str) -> ObjectMeta:
         return self.inner.head(key)

@@ -38,8 +38,11 @@ import os
 import tempfile
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import BinaryIO
+
+import pyarrow as pa
 
 from s3stream.clock import Clock, SystemClock
 from s3stream.errors import (
@@ -51,7 +54,7 @@ from s3stream.errors import (
     TransientError,
 )
 from s3stream.objectstore.keys import validate_key, validate_prefix
-from s3stream.objectstore.protocol import DEFAULT_PART_BYTES, ByteRange, ListEntry, ObjectMeta
+from s3stream.objectstore.protocol import DEFAULT_PART_BYTES, Body, ByteRange, ListEntry, ObjectMeta
 from s3stream.objectstore.upload import PartedUpload
 
 __all__ = ["LOCAL_PART_BYTES", "LocalObjectStore"]
@@ -74,6 +77,23 @@ _PLAIN_DIRS_CACHED = 4096  # directories known to hold no symlink (see _check_in
 
 def _md5_etag(data: bytes | bytearray | memoryview) -> str:
     return '"' + hashlib.md5(data, usedforsecurity=False).hexdigest() + '"'
+
+
+def _read_bytes(f: BinaryIO, start: int, n: int) -> bytes:
+    f.seek(start)
+    return f.read(n)
+
+
+def _read_pooled(f: BinaryIO, start: int, n: int) -> memoryview:
+    """Up to ``n`` bytes at ``start`` (fewer only at the end of the file) in a buffer from Arrow's pool."""
+    view = memoryview(pa.allocate_buffer(n)).cast("B")
+    got = 0
+    while got < n:
+        step = os.preadv(f.fileno(), [view[got:]], start + got)
+        if step == 0:
+            break
+        got += step
+    return view[:got].toreadonly()
 
 
 def _fsync_dir(path: Path) -> None:
@@ -316,13 +336,20 @@ class LocalObjectStore:
     # -- reads ------------------------------------------------------------------------------------
 
     def get(self, key: str, byte_range: ByteRange | None = None) -> bytes:
+        return self._read(key, byte_range, _read_bytes)
+
+    def get_view(self, key: str, byte_range: ByteRange | None = None) -> memoryview:
+        """Read into Arrow's pooled memory: its pages are reused, where a fresh ``bytes`` of MiBs is new
+        pages from the kernel every time (measured: ~3/4 of a cleaning round's page faults)."""
+        return self._read(key, byte_range, _read_pooled)
+
+    def _read(self, key: str, byte_range: ByteRange | None, read: Callable[[BinaryIO, int, int], Body]) -> Body:
         path = self._path(key)
         try:
             with path.open("rb") as f:
                 size = os.fstat(f.fileno()).st_size
                 start, end = (0, size) if byte_range is None else byte_range.resolve(size)
-                f.seek(start)
-                data = f.read(end - start)
+                data = read(f, start, end - start)
         except IsADirectoryError as exc:
             raise ObjectNotFound(f"{key} not found", key=key) from exc
         except OSError as exc:

@@ -76,15 +76,27 @@ class MemoryObjectStore:
         return ObjectMeta(key, len(body), obj.etag, obj.last_modified_ms)
 
     def get(self, key: str, byte_range: ByteRange | None = None) -> bytes:
+        data = self._object(key).data
+        if byte_range is None:
+            return data
+        start, end = byte_range.resolve(len(data))
+        return data[start:end]
+
+    def get_view(self, key: str, byte_range: ByteRange | None = None) -> memoryview:
+        """The stored bytes themselves (immutable: a later put replaces the object, never its bytes)."""
+        data = memoryview(self._object(key).data)
+        if byte_range is None:
+            return data
+        start, end = byte_range.resolve(len(data))
+        return data[start:end]
+
+    def _object(self, key: str) -> _Obj:
         validate_key(key)
         with self._ns.lock:
             obj = self._ns.objects.get(key)
         if obj is None:
             raise ObjectNotFound(f"{key} not found", key=key)
-        if byte_range is None:
-            return obj.data
-        start, end = byte_range.resolve(len(obj.data))
-        return obj.data[start:end]
+        return obj
 
     def head(self, key: str) -> ObjectMeta:
         validate_key(key)

@@ -81,6 +81,9 @@ class MeteredObjectStore(ForwardingObjectStore):
     def get(self, key: str, byte_range: ByteRange | None = None) -> bytes:
         return self._call("get", lambda: self.inner.get(key, byte_range))
 
+    def get_view(self, key: str, byte_range: ByteRange | None = None) -> memoryview:
+        return self._call("get", lambda: self.inner.get_view(key, byte_range))
+
     def head(self, key: str) -> ObjectMeta:
         return self._call("head", lambda: self.inner.head(key))
 

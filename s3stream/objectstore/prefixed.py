@@ -56,6 +56,9 @@ class PrefixedObjectStore:
     def get(self, key: str, byte_range: ByteRange | None = None) -> bytes:
         return self._inner.get(self._key(key), byte_range)
 
+    def get_view(self, key: str, byte_range: ByteRange | None = None) -> memoryview:
+        return self._inner.get_view(self._key(key), byte_range)
+
     def head(self, key: str) -> ObjectMeta:
         meta = self._inner.head(self._key(key))
         return ObjectMeta(key, meta.size, meta.etag, meta.last_modified_ms)

@@ -291,6 +291,10 @@ class S3ObjectStore:
 
         return self._call("GET", key, once)
 
+    def get_view(self, key: str, byte_range: ByteRange | None = None) -> memoryview:
+        """The body botocore read, as is (an HTTP body arrives in fresh memory either way)."""
+        return memoryview(self.get(key, byte_range))
+
     def head(self, key: str) -> ObjectMeta:
         full = self._full(key)
         resp = self._call("HEAD", key, lambda: self._client.head_object(Bucket=self._bucket, Key=full))

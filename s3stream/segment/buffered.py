@@ -28,6 +28,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from s3stream.segment.ranged import Extent
+
 __all__ = ["chunk_bounds", "decode_in_memory"]
 
 Span = tuple[int, int]
@@ -58,7 +60,7 @@ def chunk_bounds(rg: pq.RowGroupMetaData, columns: Sequence[str]) -> Span:
     return min(starts), max(ends)
 
 
-def decode_in_memory(metadata: pq.FileMetaData, extents: Sequence[tuple[int, bytes]], spans: Sequence[Span],
+def decode_in_memory(metadata: pq.FileMetaData, extents: Sequence[tuple[int, Extent]], spans: Sequence[Span],
                      groups: Sequence[int], columns: Sequence[str], *, verify_pages: bool) -> pa.Table | None:
     """Row groups ``groups`` decoded from the cached ``extents`` (``(start, bytes)`` each), one call per run
     of groups inside one extent; None when a group's ``spans[g]`` (from :func:`chunk_bounds` over
@@ -66,7 +68,7 @@ def decode_in_memory(metadata: pq.FileMetaData, extents: Sequence[tuple[int, byt
 
     Raises whatever pyarrow raises for bytes it cannot decode (the caller names the object).
     """
-    located: list[tuple[int, bytes, int]] = []  # (extent start, extent bytes, group)
+    located: list[tuple[int, Extent, int]] = []  # (extent start, extent bytes, group)
     for g in groups:
         start, end = spans[g]
         held = next(((a, data) for a, data in extents if a <= start and end <= a + len(data)), None)
@@ -91,7 +93,7 @@ def decode_in_memory(metadata: pq.FileMetaData, extents: Sequence[tuple[int, byt
     return pa.concat_tables(tables) if len(tables) > 1 else tables[0]
 
 
-def _decode_assembled(metadata: pq.FileMetaData, located: Sequence[tuple[int, bytes, int]],
+def _decode_assembled(metadata: pq.FileMetaData, located: Sequence[tuple[int, Extent, int]],
                       spans: Sequence[Span], columns: Sequence[str], verify_pages: bool) -> pa.Table | None:
     """The groups of ``located`` decoded in one call from a buffer holding each one's span at its offset."""
     lo = min(spans[g][0] for *_, g in located)
@@ -107,7 +109,7 @@ def _decode_assembled(metadata: pq.FileMetaData, located: Sequence[tuple[int, by
     return _decode_extent(metadata, lo, pa.py_buffer(space), [g for *_, g in located], columns, verify_pages)
 
 
-def _decode_extent(metadata: pq.FileMetaData, start: int, data: bytes | pa.Buffer, groups: list[int],
+def _decode_extent(metadata: pq.FileMetaData, start: int, data: Extent | pa.Buffer, groups: list[int],
                    columns: Sequence[str], verify_pages: bool) -> pa.Table | None:
     held = data if isinstance(data, pa.Buffer) else pa.py_buffer(data)
     if held.address < start:  # cannot be addressed from offset 0 (never seen: heaps live far higher)

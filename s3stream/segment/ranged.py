@@ -1,7 +1,8 @@
 """A read-only file over ranged fetches, so ``pyarrow.parquet`` can read an object it never downloads whole.
 
 :class:`RangedFile` is an ``io.RawIOBase`` (seek/tell/read/readinto, and ``read_buffer`` for pyarrow) over
-a ``fetch(start, end) -> bytes`` callable (half-open ``[start, end)``, bytes of the object at that range).
+a ``fetch(start, end)`` callable (half-open ``[start, end)``: the object's bytes at that range, as ``bytes``
+or a ``memoryview``; ``s3stream.objectstore.fetch.ranged_fetch`` reads an object with ``get_view``).
 It keeps a small LRU cache of fetched *extents* (contiguous byte ranges) and of *pending extents*: fetches
 running in the background on the process-wide fetch pool, one future per span:
 
@@ -60,10 +61,13 @@ def fetch_pool() -> ThreadPoolExecutor:
 if TYPE_CHECKING:
     from _typeshed import WriteableBuffer
 
-__all__ = ["Fetch", "RangedFile", "fetch_pool"]
+__all__ = ["Extent", "Fetch", "RangedFile", "fetch_pool"]
 
+#: The object's bytes of one range: kept as fetched (a view holds its buffer alive).
+Extent = bytes | memoryview
 #: ``fetch(start, end)`` returns the object's bytes ``[start, end)``.
-Fetch = Callable[[int, int], bytes]
+Fetch = Callable[[int, int], Extent]
+
 
 _MIN_READAHEAD = 64 << 10
 
@@ -81,11 +85,11 @@ class RangedFile(io.RawIOBase):
         self._source = source
         self._block_bytes = block_bytes
         self._cache_bytes = cache_bytes if cache_bytes is not None else 4 * block_bytes
-        self._extents: OrderedDict[int, bytes] = OrderedDict()
+        self._extents: OrderedDict[int, Extent] = OrderedDict()
         self._cached = 0
-        self._pending: dict[int, tuple[int, Future[bytes]]] = {}  # start -> (end, fetch in flight)
+        self._pending: dict[int, tuple[int, Future[Extent]]] = {}  # start -> (end, fetch in flight)
         self._pending_bytes = 0
-        self._orphans: list[tuple[int, Future[bytes]]] = []  # dropped while running: (bytes, future)
+        self._orphans: list[tuple[int, Future[Extent]]] = []  # dropped while running: (bytes, future)
         self._pos = 0
         self._readahead = min(_MIN_READAHEAD, block_bytes)
         self._last_miss_end = -1
@@ -131,7 +135,7 @@ class RangedFile(io.RawIOBase):
             return b""
         data = self._read_range(self._pos, end)
         self._pos = end
-        return data
+        return data if isinstance(data, bytes) else bytes(data)
 
     def read_buffer(self, size: int = -1) -> memoryview:
         """Like :meth:`read`, without copying bytes out of a cached extent (pyarrow uses this when present)."""
@@ -195,11 +199,11 @@ class RangedFile(io.RawIOBase):
                 return True
         return any(p <= start and end <= e for p, (e, _) in self._pending.items())
 
-    def extents(self) -> list[tuple[int, bytes]]:
+    def extents(self) -> list[tuple[int, Extent]]:
         """The cached extents, ``(start, bytes)`` each (pending ones are not waited for)."""
         return list(self._extents.items())
 
-    def prime(self, start: int, data: bytes) -> None:
+    def prime(self, start: int, data: Extent) -> None:
         """Insert bytes the caller already holds (``data`` is the object's ``[start, start+len)``)."""
         if start < 0 or start + len(data) > self._size:
             raise ValueError("RangedFile.prime: range outside the object")
@@ -265,7 +269,7 @@ class RangedFile(io.RawIOBase):
             if end <= keep_from or start >= keep_to:
                 self._drop_pending(start)
 
-    def fetch(self, start: int, end: int) -> bytes:
+    def fetch(self, start: int, end: int) -> Extent:
         """One fetch of ``[start, end)``, counted and length-checked (short read: CorruptData)."""
         try:
             return self._fetch_checked(start, end)
@@ -273,7 +277,7 @@ class RangedFile(io.RawIOBase):
             self.fetch_error = e
             raise
 
-    def _fetch_checked(self, start: int, end: int) -> bytes:
+    def _fetch_checked(self, start: int, end: int) -> Extent:
         """One fetch, counted and length-checked; touches no other state (it also runs on pool threads)."""
         data = self._fetch(start, end)
         with _COUNTER_LOCK:
@@ -282,7 +286,7 @@ class RangedFile(io.RawIOBase):
         if len(data) != end - start:
             raise CorruptData(f"fetch [{start}, {end}) returned {len(data)} bytes: object is not "
                               f"{self._size} bytes long", source=self._source)
-        return data if type(data) is bytes else bytes(data)
+        return data
 
     def _find(self, start: int, end: int) -> int | None:
         """The start of a cached extent holding ``[start, end)`` (marked recently used), or None.
@@ -310,7 +314,7 @@ class RangedFile(io.RawIOBase):
             raise
         self._insert(start, data)
 
-    def _insert(self, start: int, data: bytes) -> None:
+    def _insert(self, start: int, data: Extent) -> None:
         old = self._extents.pop(start, None)
         if old is not None:
             self._cached -= len(old)
@@ -344,9 +348,9 @@ class RangedFile(io.RawIOBase):
                     excess -= len(data)
         return excess <= 0
 
-    def _read_range(self, start: int, end: int) -> bytes:
+    def _read_range(self, start: int, end: int) -> Extent:
         """Bytes ``[start, end)``: cached prefixes are served, each miss fetches from where it starts."""
-        parts: list[bytes] = []
+        parts: list[Extent] = []
         pos = start
         while pos < end:
             ext = self._find(pos, pos + 1)

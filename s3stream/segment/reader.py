@@ -53,7 +53,7 @@ from s3stream.errors import CorruptData, InvalidRequest, S3StreamError
 from s3stream.records import RECORD_SCHEMA
 from s3stream.segment.buffered import chunk_bounds, decode_in_memory
 from s3stream.segment.format import RowGroupInfo, SegmentFooter, parse_footer, row_sizes, verify_footer
-from s3stream.segment.ranged import RangedFile, fetch_pool
+from s3stream.segment.ranged import Extent, Fetch, RangedFile, fetch_pool
 
 __all__ = ["FOOTER_FETCH_BYTES", "SegmentRead", "SegmentReader"]
 
@@ -93,7 +93,7 @@ class _Decoded(NamedTuple):
 class SegmentReader:
     """Offset and timestamp reads of one immutable segment object through ranged fetches."""
 
-    def __init__(self, fetch: Callable[[int, int], bytes], object_size: int, *, source: str,
+    def __init__(self, fetch: Fetch, object_size: int, *, source: str,
                  block_bytes: int = 1 << 20) -> None:
         self._fetch = fetch
         self._object_size = object_size
@@ -377,7 +377,7 @@ class SegmentReader:
             self._check_groups(table, [infos[g] for g in picked])
         return table.replace_schema_metadata(None).select(out_cols)
 
-    def _fetch_groups(self, span: Span, infos: Sequence[RowGroupInfo]) -> bytes:
+    def _fetch_groups(self, span: Span, infos: Sequence[RowGroupInfo]) -> Extent:
         """Bytes ``span`` (whole row groups), each group checked against its CRC32C in the footer index."""
         a, b = span
         data = RangedFile(self._fetch, self._object_size, source=self._source).fetch(a, b)
@@ -461,7 +461,7 @@ class SegmentReader:
         if size < 12:
             raise CorruptData(f"object of {size} bytes is too small for a segment", source=self._source)
         start = max(0, size - FOOTER_FETCH_BYTES)
-        tail = self._file.fetch(start, size)
+        tail = bytes(self._file.fetch(start, size))  # the footer tail: small, parsed as bytes
         if tail[-4:] != b"PAR1":
             raise CorruptData("missing Parquet magic at the end of the object", source=self._source)
         footer_len = struct.unpack("<I", tail[-8:-4])[0]
@@ -469,7 +469,7 @@ class SegmentReader:
         if footer_start < 4:
             raise CorruptData(f"footer length {footer_len} exceeds the object", source=self._source)
         if footer_start < start:
-            tail = self._file.fetch(footer_start, start) + tail
+            tail = bytes(self._file.fetch(footer_start, start)) + tail
             start = footer_start
         verify_footer(tail[footer_start - start: len(tail) - 8], source=self._source)
         self._file.prime(start, tail)
@@ -673,13 +673,13 @@ class SegmentReader:
             raise CorruptData(f"{what} with the footer index", source=self._source)
 
 
-def _verify_whole(data: bytes, source: str) -> None:
+def _verify_whole(data: Extent, source: str) -> None:
     if len(data) < 12 or data[-4:] != b"PAR1" or data[:4] != b"PAR1":
         raise CorruptData("not a Parquet object (magic)", source=source)
     footer_len = int.from_bytes(data[-8:-4], "little")
     if footer_len > len(data) - 12:
         raise CorruptData(f"footer length {footer_len} exceeds the object", source=source)
-    verify_footer(data[len(data) - 8 - footer_len: -8], source=source)
+    verify_footer(bytes(data[len(data) - 8 - footer_len: -8]), source=source)
 
 
 def _check_columns(columns: Sequence[str] | None) -> list[str]:

@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from s3stream.errors import CorruptData
+from s3stream.objectstore.fetch import ranged_fetch
 from s3stream.objectstore.protocol import ByteRange, ObjectStore
 from s3stream.segment import RowGroupInfo, SegmentReader
 from s3stream.walobject import WalChunkIndex, decode_chunk
@@ -49,7 +50,7 @@ class SegmentSource:
 def open_segment(store: ObjectStore, src: SegmentSource, *, block_bytes: int = 1 << 20) -> SegmentReader:
     """A ranged reader of ``src``; checks that its footer matches the manifest entry (with the delta)."""
     key = src.key
-    reader = SegmentReader(lambda start, end: store.get(key, ByteRange(start, end)), src.object_size, source=key,
+    reader = SegmentReader(ranged_fetch(store, key), src.object_size, source=key,
                            block_bytes=block_bytes)
     footer = reader.footer
     delta = src.offset_delta

@@ -141,12 +141,35 @@ class ObjectStoreContract:
         store.put("r/digits", _DIGITS)
         assert store.get("r/digits", byte_range) == expected
 
+    @pytest.mark.parametrize(("byte_range", "expected"), [(None, _DIGITS), *_RANGES], ids=repr)
+    def test_get_view_reads_what_get_reads(self, store: ObjectStore, byte_range: ByteRange | None,
+                                           expected: bytes) -> None:
+        store.put("r/digits", _DIGITS)
+        view = store.get_view("r/digits", byte_range)
+        assert isinstance(view, memoryview)
+        assert (view.readonly, view.nbytes, view.tobytes()) == (True, len(expected), expected)
+
+    def test_get_view_of_a_replaced_object_keeps_its_bytes(self, store: ObjectStore) -> None:
+        data = bytes(range(256)) * 4096  # 1 MiB, every byte value
+        store.put("v/obj", data)
+        view = store.get_view("v/obj", ByteRange(100, len(data) - 100))
+        store.put("v/obj", b"replaced")
+        assert view.tobytes() == data[100:-100]
+        assert store.get_view("v/obj").tobytes() == b"replaced"
+
+    def test_get_view_of_a_missing_key_raises_not_found(self, store: ObjectStore) -> None:
+        with pytest.raises(ObjectNotFound):
+            store.get_view("nope/missing")
+        with pytest.raises(ObjectNotFound):
+            store.get_view("nope/missing", ByteRange(0, 4))
+
     def test_ranges_of_an_empty_object(self, store: ObjectStore) -> None:
         store.put("empty", b"")
         assert store.get("empty") == b""
         assert store.head("empty").size == 0
         for byte_range in (ByteRange(0), ByteRange(0, 5), ByteRange(3, 9), ByteRange.last(4)):
             assert store.get("empty", byte_range) == b""
+            assert store.get_view("empty", byte_range).nbytes == 0
 
     def test_binary_data_with_every_byte_value(self, store: ObjectStore) -> None:
         data = bytes(range(256)) * 64 + b"\x00\r\n\xff"

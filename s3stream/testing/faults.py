@@ -145,6 +145,9 @@ class FaultyObjectStore:
     def get(self, key: str, byte_range: ByteRange | None = None) -> bytes:
         return self._run("get", key, lambda: self._inner.get(key, byte_range))
 
+    def get_view(self, key: str, byte_range: ByteRange | None = None) -> memoryview:
+        return self._run("get", key, lambda: self._inner.get_view(key, byte_range))
+
     def head(self, key: str) -> ObjectMeta:
         return self._run("head", key, lambda: self._inner.head(key))
 

@@ -47,7 +47,7 @@ from typing import TypeVar
 from s3stream.clock import Clock, SystemClock
 from s3stream.errors import InvalidRequest, ObjectNotFound
 from s3stream.ids import IdSource
-from s3stream.objectstore.protocol import DEFAULT_PART_BYTES, ByteRange, ListEntry, ObjectMeta, ObjectStore
+from s3stream.objectstore.protocol import DEFAULT_PART_BYTES, Body, ByteRange, ListEntry, ObjectMeta, ObjectStore
 from s3stream.objectstore.upload import ForwardedUpload
 
 __all__ = ["LATENCY_PROFILES", "LatencyDist", "LatencyObjectStore", "LatencyProfile"]
@@ -164,8 +164,14 @@ class LatencyObjectStore:
         return self._inner.put(key, data, if_none_match=if_none_match, if_match=if_match)
 
     def get(self, key: str, byte_range: ByteRange | None = None) -> bytes:
+        return self._paced_get(lambda: self._inner.get(key, byte_range))
+
+    def get_view(self, key: str, byte_range: ByteRange | None = None) -> memoryview:
+        return self._paced_get(lambda: self._inner.get_view(key, byte_range))
+
+    def _paced_get(self, get: Callable[[], Body]) -> Body:
         try:
-            data = self._inner.get(key, byte_range)
+            data = get()
         except ObjectNotFound:
             self._pause("get")  # a 404 costs a round trip too (manifest probes end with one)
             raise

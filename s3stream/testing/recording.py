@@ -20,7 +20,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from typing import TypeVar
 
-from s3stream.objectstore.protocol import DEFAULT_PART_BYTES, ByteRange, ListEntry, ObjectMeta, ObjectStore
+from s3stream.objectstore.protocol import DEFAULT_PART_BYTES, Body, ByteRange, ListEntry, ObjectMeta, ObjectStore
 from s3stream.objectstore.upload import ForwardedUpload
 
 __all__ = ["KINDS", "RecordingObjectStore"]
@@ -94,8 +94,14 @@ class RecordingObjectStore:
         return self._inner.put(key, data, if_none_match=if_none_match, if_match=if_match)
 
     def get(self, key: str, byte_range: ByteRange | None = None) -> bytes:
+        return self._recorded_get(key, lambda: self._inner.get(key, byte_range))
+
+    def get_view(self, key: str, byte_range: ByteRange | None = None) -> memoryview:
+        return self._recorded_get(key, lambda: self._inner.get_view(key, byte_range))
+
+    def _recorded_get(self, key: str, get: Callable[[], Body]) -> Body:
         try:
-            data = self._inner.get(key, byte_range)
+            data = get()
         except BaseException:
             self._record("GET", key)
             raise

@@ -9,13 +9,14 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
 from s3stream.clock import ManualClock
-from s3stream.errors import InvalidRequest, ObjectNotFound, PreconditionFailed
+from s3stream.errors import InvalidRequest, ObjectNotFound, PreconditionFailed, TransientError
 from s3stream.objectstore.local import LocalObjectStore
 from s3stream.objectstore.prefixed import PrefixedObjectStore
-from s3stream.objectstore.protocol import ObjectStore
+from s3stream.objectstore.protocol import ByteRange, ObjectStore
 from s3stream.testing.contract import ObjectStoreContract
 
 
@@ -152,6 +153,34 @@ def test_etag_seen_by_head_tracks_writes_by_other_store_instances(tmp_path: Path
     assert a.head("k").etag == second.etag
     with pytest.raises(PreconditionFailed):
         a.put("k", b"cccc", if_match=first.etag)
+
+
+def test_get_view_reads_into_arrows_pool_and_releases_it_with_the_view(tmp_path: Path) -> None:
+    store = LocalObjectStore(tmp_path / "root")
+    data = os.urandom(3 << 20)
+    store.put("seg/a", data)
+    before = pa.total_allocated_bytes()
+    view = store.get_view("seg/a", ByteRange(1 << 20))
+    assert pa.total_allocated_bytes() - before >= 2 << 20  # pooled memory, not a fresh bytes object
+    assert view.tobytes() == data[1 << 20:]
+    del view
+    assert pa.total_allocated_bytes() - before < 1 << 20
+
+
+def test_get_view_of_a_file_cut_short_under_it_is_transient(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = LocalObjectStore(tmp_path / "root")
+    store.put("seg/a", b"x" * 4096)
+    real_fstat = os.fstat
+
+    def fstat_claiming_more(fd: int) -> os.stat_result:  # the size seen before another writer truncated it
+        st = real_fstat(fd)
+        return os.stat_result((*st[:6], st.st_size + 100, *st[7:]))
+
+    monkeypatch.setattr(os, "fstat", fstat_claiming_more)
+    with pytest.raises(TransientError, match="short read"):
+        store.get_view("seg/a")
+    with pytest.raises(TransientError, match="short read"):
+        store.get("seg/a")
 
 
 def test_a_reopened_store_sees_the_same_objects(tmp_path: Path) -> None:

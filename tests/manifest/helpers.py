@@ -163,6 +163,9 @@ class FaultyStore:
         time.sleep(self.latency_s)
         return self.inner.get(key, byte_range)
 
+    def get_view(self, key: str, byte_range: ByteRange | None = None) -> memoryview:
+        return memoryview(self.get(key, byte_range))
+
     def head(self, key: str) -> ObjectMeta:
         return self.inner.head(key)
 

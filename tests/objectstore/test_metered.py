@@ -10,9 +10,10 @@ from prometheus_client import CollectorRegistry, Counter
 from s3stream.errors import ObjectNotFound, PreconditionFailed, Throttled, TransientError
 from s3stream.ids import IdSource
 from s3stream.metrics import StoreMetrics
+from s3stream.objectstore.forwarding import ForwardingObjectStore
 from s3stream.objectstore.memory import MemoryObjectStore
 from s3stream.objectstore.metered import OPS, MeteredObjectStore, error_kind
-from s3stream.objectstore.protocol import ObjectStore
+from s3stream.objectstore.protocol import ByteRange, ObjectStore
 from s3stream.testing import FaultRule, FaultyObjectStore
 from s3stream.testing.contract import ObjectStoreContract
 
@@ -50,6 +51,29 @@ def test_counts_requests_and_errors_by_op_and_kind() -> None:
     s.delete("a")  # idempotent: not an error
     assert m.requests() == {"put": 2, "get": 2, "head": 2, "list": 1, "delete": 2}
     assert m.errors() == {("put", "precondition_failed"): 1, ("get", "not_found"): 1, ("head", "not_found"): 1}
+
+
+def test_get_view_is_a_counted_get_of_the_inner_view() -> None:
+    inner = MemoryObjectStore()
+    m = _Meter(inner)
+    m.store.put("a", b"0123456789")
+    view = m.store.get_view("a", ByteRange(2, 6))
+    with pytest.raises(ObjectNotFound):
+        m.store.get_view("missing")
+    assert view.tobytes() == b"2345"
+    assert view.obj is inner.get_view("a").obj  # the memory backend's own bytes: not copied on the way
+    assert m.requests() == {"put": 1, "get": 2}
+    assert m.errors() == {("get", "not_found"): 1}
+
+
+def test_a_forwarding_subclass_sees_get_view_through_its_get() -> None:
+    class Upper(ForwardingObjectStore):
+        def get(self, key: str, byte_range: ByteRange | None = None) -> bytes:
+            return self.inner.get(key, byte_range).upper()
+
+    store = Upper(MemoryObjectStore())
+    store.put("k", b"abc")
+    assert store.get_view("k").tobytes() == b"ABC"
 
 
 def test_error_kinds_follow_the_taxonomy() -> None:
@@ -104,7 +128,6 @@ def test_store_metrics_meter_a_store_once() -> None:
 
 
 def test_the_old_forwarding_import_path_still_works() -> None:
-    from s3stream.objectstore.forwarding import ForwardingObjectStore
     from s3stream.testing.forwarding import ForwardingObjectStore as Old
 
     assert Old is ForwardingObjectStore

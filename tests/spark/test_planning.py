@@ -121,6 +121,9 @@ class VanishingStore:
             raise ObjectNotFound(key, key=key)
         return self.inner.get(key, byte_range)
 
+    def get_view(self, key: str, byte_range: ByteRange | None = None) -> memoryview:
+        return memoryview(self.get(key, byte_range))
+
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
