@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from s3stream.clock import Clock, SystemClock
 from s3stream.errors import ObjectNotFound, PreconditionFailed
 from s3stream.objectstore.keys import validate_key, validate_prefix
-from s3stream.objectstore.protocol import DEFAULT_PART_BYTES, ByteRange, ListEntry, ObjectMeta
+from s3stream.objectstore.protocol import DEFAULT_PART_BYTES, Body, ByteRange, ListEntry, ObjectMeta
 from s3stream.objectstore.upload import PartedUpload
 
 __all__ = ["MemoryObjectStore"]
@@ -76,19 +76,11 @@ class MemoryObjectStore:
         return ObjectMeta(key, len(body), obj.etag, obj.last_modified_ms)
 
     def get(self, key: str, byte_range: ByteRange | None = None) -> bytes:
-        data = self._object(key).data
-        if byte_range is None:
-            return data
-        start, end = byte_range.resolve(len(data))
-        return data[start:end]
+        return _clip(self._object(key).data, byte_range)
 
     def get_view(self, key: str, byte_range: ByteRange | None = None) -> memoryview:
         """The stored bytes themselves (immutable: a later put replaces the object, never its bytes)."""
-        data = memoryview(self._object(key).data)
-        if byte_range is None:
-            return data
-        start, end = byte_range.resolve(len(data))
-        return data[start:end]
+        return _clip(memoryview(self._object(key).data), byte_range)
 
     def _object(self, key: str) -> _Obj:
         validate_key(key)
@@ -155,3 +147,10 @@ class _MemoryUpload(PartedUpload):
 
     def _discard(self) -> None:
         self._chunks = []
+
+
+def _clip(data: Body, byte_range: ByteRange | None) -> Body:
+    if byte_range is None:
+        return data
+    start, end = byte_range.resolve(len(data))
+    return data[start:end]
