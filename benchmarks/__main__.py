@@ -3,7 +3,8 @@
 ``engine``: exit status 0 when every figure meets its target, 1 when some figure misses it (the result
 files are written either way), 2 for a usage error or a run that could not complete. ``run`` (the suite):
 0 when every workload ran and wrote its figures, 2 for a usage error or a run that could not complete
-(the failing workload is named).
+(the failing workload is named). Either, stopped by SIGTERM: 143, after stopping the servers it started
+and removing its scratch directory.
 """
 
 from __future__ import annotations
@@ -16,9 +17,9 @@ import typer
 from rich.console import Console
 
 from benchmarks.params import MiB, make_params
+from benchmarks.process import start_benchmark_process
 from benchmarks.report import print_table
 from benchmarks.targets import target_slug
-from s3stream.allocator import tune_allocator
 from s3stream.errors import S3StreamError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
@@ -28,7 +29,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
 @app.callback()
 def main() -> None:
     """s3stream benchmarks (see benchmarks/README.md)."""
-    tune_allocator()  # measured as s3stream's own processes run (s3stream/allocator.py)
+    start_benchmark_process()  # as s3stream's own processes run; SIGTERM cleans up
 
 
 def _options(values: list[str]) -> dict[str, str]:

@@ -56,9 +56,9 @@ import pyarrow.parquet as pq
 import s3stream
 from benchmarks.compaction_baseline import BaselineSegment, compact_segments
 from benchmarks.measure import CpuMeter, PeakRss, current_rss_bytes, machine_info, versions
+from benchmarks.process import start_benchmark_process
 from benchmarks.scratch import RESULTS_DIR, run_in_scratch, write_pair
 from s3stream import layout
-from s3stream.allocator import tune_allocator
 from s3stream.clock import ManualClock
 from s3stream.ids import IdSource
 from s3stream.manifest.intents import add_segment, compose
@@ -421,7 +421,7 @@ def _config(args: argparse.Namespace) -> BenchConfig:
 
 def main(argv: list[str] | None = None) -> int:
     """Exit status: 0 all targets met, 1 a target missed, 2 a wrong result (files are written either way)."""
-    tune_allocator()  # measured as s3stream's own processes run (s3stream/allocator.py)
+    start_benchmark_process()  # as s3stream's own processes run; SIGTERM cleans up
     p = argparse.ArgumentParser(prog="python -m benchmarks.compaction", description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="48 MiB in 4 MiB segments, 5000 keys (a smoke run)")
     p.add_argument("--gib", type=float, default=1.0, help="GiB of records in the partition (default 1)")

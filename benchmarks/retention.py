@@ -44,6 +44,7 @@ from typing import Any
 import pyarrow as pa
 
 import s3stream
+from benchmarks.process import exit_on_sigterm
 from s3stream import layout
 from s3stream.clock import ManualClock
 from s3stream.ids import IdSource
@@ -327,6 +328,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark, write JSON + markdown results, print the summary; 1 if a check failed."""
+    exit_on_sigterm()  # a stopped run still removes its scratch directory
     args = _parse(argv)
     partitions = args.partitions or (10 if args.quick else 100)
     segments = args.segments or (10 if args.quick else 100)

@@ -39,6 +39,7 @@ import pyarrow as pa
 
 import s3stream
 from benchmarks.measure import machine_info, versions
+from benchmarks.process import exit_on_sigterm
 from benchmarks.scratch import RESULTS_DIR, run_in_scratch, write_pair
 from benchmarks.spark_model import Costs, crossover_groups, crossover_partitions, inproc_seconds, spark_seconds
 from s3stream import layout
@@ -331,6 +332,7 @@ def _config(args: argparse.Namespace) -> SparkBenchConfig:
 
 def main(argv: list[str] | None = None) -> int:
     """Exit status: 0 done, 2 when a contender's log differs (the files are written either way)."""
+    exit_on_sigterm()  # a stopped run still removes its scratch directory
     p = argparse.ArgumentParser(prog="python -m benchmarks.spark_compaction", description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="4 partitions x 3 segments x 4000 records of 256 B")
     p.add_argument("--partitions", type=int, default=8)
