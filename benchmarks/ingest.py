@@ -14,6 +14,9 @@ Latency at half load: the same store, a fresh topic, producers rate-limited to h
 payload rate, appending ``latency_batch_records``-record batches; each append's acknowledgement
 latency (call to return: WAL fsync'd, group commit) is one sample. Meanwhile a separate process probes
 the raw fsync latency of the same disk (:mod:`benchmarks.fsyncprobe`): the disk in the phase's conditions.
+That probe (4 KiB every 5 ms) is the judged reference; a second one writes one append's bytes (the
+phase's batch of records) + fdatasync every :data:`APPEND_PROBE_INTERVAL_S`, the raw cost of making an
+append durable on that disk at that moment, reported beside it (it adds its writes to the disk's load).
 
 Memory: peak RSS of the process over the sustained-ingest phase (producers and final flush), plus the
 peak RSS of each seal worker process (``seal.workers``; s3:// targets seal in workers, as a user's store
@@ -37,8 +40,11 @@ from benchmarks.targets import Target
 from benchmarks.workload import ProduceResult, Producers, make_batches
 from s3stream import Store, open_store
 
-__all__ = ["IngestOutcome", "engine_counters", "engine_gauges", "run_ingest", "seal_worker_baselines",
-           "seal_worker_pids"]
+__all__ = ["APPEND_PROBE_INTERVAL_S", "IngestOutcome", "engine_counters", "engine_gauges", "run_ingest",
+           "seal_worker_baselines", "seal_worker_pids"]
+
+#: Seconds between the append-sized probe's writes (a 256 KiB write each: ~10 MB/s more on the disk).
+APPEND_PROBE_INTERVAL_S = 0.025
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,8 +144,11 @@ def run_ingest(target: Target, params: Params, progress: PhaseProgress) -> Inges
         store.create_topic("latency", partitions=params.partitions, config=topic_config)
         lat_logs = _warm_up(store, "latency", params.partitions, small[0])
         probe = FsyncProbe(Path(target.wal_dir("fsync-probe")), params.latency_seconds)
+        append_bytes = params.latency_batch_records * params.record_bytes
+        append_probe = FsyncProbe(Path(target.wal_dir("fsync-probe")), params.latency_seconds,
+                                  block_bytes=append_bytes, interval_s=APPEND_PROBE_INTERVAL_S)
         with progress.phase(f"ack latency at half load ({rate / 1e6:.1f} MB/s)", seconds=params.latency_seconds), \
-                maybe_sample(params.profile) as sampler, probe:
+                maybe_sample(params.profile) as sampler, probe, append_probe:
             paced = Producers(lat_logs, small, producers=params.producers, helpers=workers).run(
                 seconds=params.latency_seconds, rate_bytes_per_s=rate)
         if sampler is not None:
@@ -148,6 +157,9 @@ def run_ingest(target: Target, params: Params, progress: PhaseProgress) -> Inges
                    "batch_records": params.latency_batch_records}
         if probe.summary is not None:
             latency["fsync_during_phase_ms"] = probe.summary.as_dict()
+        if append_probe.summary is not None:
+            latency["append_sized_fsync_during_phase_ms"] = {**append_probe.summary.as_dict(),
+                                                             "block_bytes": append_bytes}
     finally:
         store.close()
     return IngestOutcome(sustained, latency, memory, profiles)
