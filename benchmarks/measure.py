@@ -300,6 +300,13 @@ def _command_output(cmd: list[str]) -> str | None:
     return (out.stdout.strip() or None) if out.returncode == 0 else None
 
 
+def _uncommitted_files(root: Path) -> list[str]:
+    """Tracked files that differ from the commit (result files aside): a figure measured with local
+    changes must not pass for the commit's."""
+    out = _command_output(["git", "-C", str(root), "diff", "--name-only", "HEAD"]) or ""
+    return [p for p in out.splitlines() if p and not p.startswith("benchmarks/results/")]
+
+
 def versions() -> dict[str, Any]:
     """Versions of s3stream (and its git commit), Python libraries, and the weed binary if present."""
     import boto3
@@ -312,6 +319,7 @@ def versions() -> dict[str, Any]:
     return {
         "s3stream": s3stream.__version__,
         "git_commit": _command_output(["git", "-C", str(root), "rev-parse", "HEAD"]),
+        "git_uncommitted": _uncommitted_files(root),
         "python": sys.version.split()[0],
         "pyarrow": pyarrow.__version__,
         "boto3": boto3.__version__,

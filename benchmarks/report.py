@@ -68,6 +68,10 @@ class Figure:
                    target, passed, details or {})
 
 
+def _uncommitted_text(files: list[str] | None) -> str:
+    return f", with uncommitted changes to {', '.join(files)}" if files else ""
+
+
 def _probe_text(lat: dict[str, Any]) -> str:
     probe, sized = lat.get("fsync_during_phase_ms"), lat.get("append_sized_fsync_during_phase_ms")
     if not probe or not probe.get("count"):
@@ -217,7 +221,8 @@ def render_markdown(result: dict[str, Any]) -> str:
         "",
         f"Machine: {mach['cores']} cores ({mach['cpu_model']}), {mach['memory_bytes'] / (1 << 30):.1f} GiB, "
         f"{mach['platform']}, Python {mach['python']}; pyarrow {result['versions']['pyarrow']}, "
-        f"s3stream {result['versions']['s3stream']} ({(result['versions']['git_commit'] or '?')[:10]}).",
+        f"s3stream {result['versions']['s3stream']} ({(result['versions']['git_commit'] or '?')[:10]}"
+        f"{_uncommitted_text(result['versions'].get('git_uncommitted'))}).",
         "",
         "## Figures",
         "",

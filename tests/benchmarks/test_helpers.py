@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import subprocess
 import threading
 from pathlib import Path
 
 import pytest
 
 from benchmarks.costs import classify_puts
-from benchmarks.measure import LatencySummary, PeakRss
+from benchmarks.measure import LatencySummary, PeakRss, _uncommitted_files
 from benchmarks.params import make_params
 from benchmarks.profiler import StackSampler, _role
 from benchmarks.report import Figure
@@ -91,3 +92,21 @@ def test_sampler_and_rss_meter_see_a_busy_thread() -> None:
     assert roles["spinner"]["samples"] > 0
     assert any("spin" in fn for fn, _ in roles["spinner"]["top_inclusive"] + roles["spinner"]["top_self"])
     assert rss.result()["peak_rss_bytes"] > 0
+
+
+def test_uncommitted_changes_are_named_except_result_files(tmp_path: Path) -> None:
+    def git(*args: str) -> None:
+        subprocess.run(["git", "-C", str(tmp_path), *args], check=True, capture_output=True)
+
+    (tmp_path / "benchmarks" / "results").mkdir(parents=True)
+    (tmp_path / "engine.py").write_text("v1\n")
+    (tmp_path / "benchmarks" / "results" / "engine.md").write_text("old\n")
+    git("init", "-q")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "-m", "c")
+    assert _uncommitted_files(tmp_path) == []
+    (tmp_path / "engine.py").write_text("v2\n")
+    (tmp_path / "benchmarks" / "results" / "engine.md").write_text("new\n")  # what a run writes
+    (tmp_path / "scratch.txt").write_text("untracked\n")
+    assert _uncommitted_files(tmp_path) == ["engine.py"]
+    assert _uncommitted_files(tmp_path / "missing") == []  # not a repository: nothing to name
