@@ -106,7 +106,8 @@ class StoreSettings:
     wal_fsync: bool = field(default=True, metadata=_spec(
         "bool", "fsync WAL writes before acknowledging (false trades durability for latency)."))
     wal_file_bytes: int = field(default=64 * _MiB, metadata=_spec(
-        "int", "Size at which the local WAL starts a new file (trimmed files are deleted).", 1))
+        "int", "Size at which the local WAL starts a new file (trimmed files are deleted, but for one spare "
+               "with wal.recycle).", 1))
     wal_recycle: bool = field(default=True, metadata=_spec(
         "bool", "Reuse a trimmed WAL file's space for the next one, so an fsync flushes data without a filesystem "
                 "journal commit (a shorter ack latency tail on a disk other writers share; keeps one spare file)."))

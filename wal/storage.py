@@ -304,9 +304,9 @@ def _datasync(fd: int) -> None:
     sync(fd)
 
 
-def _pwrite_all(fd: int, chunks: Sequence[bytes], offset: int) -> int:
+def _pwrite_all(fd: int, chunks: Sequence[bytes], offset: int) -> None:
     """Write every chunk, in order, from ``offset`` (``pwritev`` in groups of at most IOV_MAX, finishing
-    short writes); the number of bytes written."""
+    short writes)."""
     pos = offset
     for start in range(0, len(chunks), _IOV_MAX):
         group = chunks[start : start + _IOV_MAX]
@@ -319,7 +319,6 @@ def _pwrite_all(fd: int, chunks: Sequence[bytes], offset: int) -> int:
                 n = os.pwrite(fd, rest, at)
                 rest, at = rest[n:], at + n
         pos += wanted
-    return pos - offset
 
 
 class _MemoryFile:
