@@ -5,7 +5,8 @@ Layout and vocabulary:
 * ``root/<key>`` is the object: one regular file per key, ``/`` in keys are directories.
 * ``root/.tmp/`` holds in-flight writes, ``root/.locks/<sha1 of key>`` the If-Match lock files.
   Both names are reserved: keys starting with them are refused, and listings skip them.
-* The ETag is ``'"' + md5 hex + '"'`` of the content, like S3's single-part ETag.
+* The ETag is a hash of the content (:mod:`s3stream.objectstore.etag`), recomputed from the file when
+  a CAS decides on it.
 
 Invariants:
 
@@ -53,6 +54,7 @@ from s3stream.errors import (
     StoreAccessError,
     TransientError,
 )
+from s3stream.objectstore.etag import EtagHasher, content_etag
 from s3stream.objectstore.keys import validate_key, validate_prefix
 from s3stream.objectstore.protocol import DEFAULT_PART_BYTES, Body, ByteRange, ListEntry, ObjectMeta
 from s3stream.objectstore.upload import PartedUpload
@@ -73,10 +75,6 @@ _SHAPE_ERRNOS = frozenset({errno.ENOTDIR, errno.EISDIR, errno.EEXIST, errno.ENOT
 
 
 _PLAIN_DIRS_CACHED = 4096  # directories known to hold no symlink (see _check_inside)
-
-
-def _md5_etag(data: bytes | bytearray | memoryview) -> str:
-    return '"' + hashlib.md5(data, usedforsecurity=False).hexdigest() + '"'
 
 
 def _read_bytes(f: BinaryIO, start: int, n: int) -> bytes:
@@ -178,7 +176,7 @@ class LocalObjectStore:
         path = self._path(key)
         if if_none_match and if_match is not None:
             raise InvalidRequest("put: if_none_match and if_match are mutually exclusive")
-        etag = _md5_etag(data)
+        etag = content_etag(data)
         now_ms = self._clock.now_ms()
         try:
             tmp = self._write_temp(data, now_ms)
@@ -327,11 +325,11 @@ class LocalObjectStore:
     @staticmethod
     def _content_etag(path: Path) -> str:
         """The ETag computed from the file's bytes (cost: one read; fine for metadata objects)."""
-        digest = hashlib.md5(usedforsecurity=False)
+        digest = EtagHasher()
         with path.open("rb") as f:
             while chunk := f.read(_CHUNK):
                 digest.update(chunk)
-        return '"' + digest.hexdigest() + '"'
+        return digest.etag
 
     # -- reads ------------------------------------------------------------------------------------
 
@@ -463,7 +461,7 @@ class _LocalUpload(PartedUpload):
         self._store = store
         self._fd: int | None = None
         self._tmp: Path | None = None
-        self._md5 = hashlib.md5(usedforsecurity=False)
+        self._etag = EtagHasher()
 
     def _put_whole(self, data: bytearray) -> ObjectMeta:
         return self._store.put(self.key, data)
@@ -482,7 +480,7 @@ class _LocalUpload(PartedUpload):
             os.fdatasync(self._fd)
         except OSError as exc:
             raise self._store._error(exc, self.key, "write") from exc
-        self._md5.update(data)
+        self._etag.update(data)
 
     def _finish(self, parts: int, size: int) -> ObjectMeta:
         assert self._fd is not None
@@ -502,7 +500,7 @@ class _LocalUpload(PartedUpload):
             raise store._error(exc, self.key, "put") from exc
         finally:
             store._unlink_quiet(self._tmp)
-        return ObjectMeta(self.key, size, '"' + self._md5.hexdigest() + '"', now_ms)
+        return ObjectMeta(self.key, size, self._etag.etag, now_ms)
 
     def _discard(self) -> None:
         if self._fd is not None:

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import bisect
-import hashlib
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 from s3stream.clock import Clock, SystemClock
 from s3stream.errors import ObjectNotFound, PreconditionFailed
+from s3stream.objectstore.etag import content_etag
 from s3stream.objectstore.keys import validate_key, validate_prefix
 from s3stream.objectstore.protocol import DEFAULT_PART_BYTES, Body, ByteRange, ListEntry, ObjectMeta
 from s3stream.objectstore.upload import PartedUpload
@@ -61,7 +61,7 @@ class MemoryObjectStore:
             if_match: str | None = None) -> ObjectMeta:
         validate_key(key)
         body = bytes(data)
-        etag = '"' + hashlib.md5(body, usedforsecurity=False).hexdigest() + '"'
+        etag = content_etag(body)
         obj = _Obj(body, etag, self._clock.now_ms())
         ns = self._ns
         with ns.lock:
