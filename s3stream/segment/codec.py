@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 
 from s3stream.records import RECORD_SCHEMA
 
-__all__ = ["SAMPLE_BYTES", "column_codecs", "values_compress"]
+__all__ = ["MAX_RATIO", "MIN_SAMPLE_BYTES", "SAMPLE_BYTES", "column_codecs", "values_compress"]
 
 #: Value bytes tried: enough to judge, ~0.3 ms of zstd once per segment.
 SAMPLE_BYTES = 256 << 10
