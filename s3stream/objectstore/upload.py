@@ -1,6 +1,6 @@
 """The two implementations behind ``ObjectStore.open_upload``: backends cut parts, wrappers forward them.
 
-* :class:`PartedUpload` is the base of every backend's upload: it buffers at most one part, sends each
+* :class:`PartedUpload` is the base of the S3 and memory backends' uploads: it buffers at most one part, sends each
   part once a byte beyond it is written (so the last part is never empty and an object of at most one
   part is one plain PUT), and aborts on any failure. A backend supplies four steps: put a whole small
   object, send part ``n``, finish after the last part, discard.
@@ -26,7 +26,7 @@ from s3stream.errors import InvalidRequest
 from s3stream.objectstore.keys import validate_key
 from s3stream.objectstore.protocol import ObjectMeta, Upload
 
-__all__ = ["ForwardedUpload", "PartedUpload", "RequestHook"]
+__all__ = ["ForwardedUpload", "PartedUpload", "RequestHook", "UploadState"]
 
 T = TypeVar("T")
 
@@ -36,7 +36,7 @@ def _check_part_bytes(part_bytes: int) -> None:
         raise InvalidRequest(f"part_bytes must be an integer >= 1, got {part_bytes!r}")
 
 
-class _UploadState:
+class UploadState:
     """The open / completed / aborted life cycle shared by both upload kinds."""
 
     def __init__(self, key: str) -> None:
@@ -63,7 +63,7 @@ class _UploadState:
         raise NotImplementedError
 
 
-class PartedUpload(_UploadState, ABC):
+class PartedUpload(UploadState, ABC):
     """A backend's upload: buffers up to one part; the subclass sends parts and publishes the object."""
 
     def __init__(self, key: str, part_bytes: int) -> None:
@@ -151,7 +151,7 @@ def _plain(key: str, kind: str, nbytes: int, fn: Callable[[], T]) -> T:
     return fn()
 
 
-class ForwardedUpload(_UploadState):
+class ForwardedUpload(UploadState):
     """A wrapper's upload: small objects through ``put``, larger ones streamed to ``inner`` (see the module
     docstring). ``inner`` is opened at once so its key and part size are checked up front."""
 

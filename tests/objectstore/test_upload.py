@@ -13,7 +13,8 @@ import pytest
 
 from s3stream.errors import InvalidRequest, ObjectNotFound, TransientError
 from s3stream.ids import IdSource
-from s3stream.objectstore.local import LOCAL_PART_BYTES, LocalObjectStore
+from s3stream.objectstore.directwrite import STAGING_BYTES
+from s3stream.objectstore.local import LOCAL_SYNC_BYTES, LocalObjectStore
 from s3stream.objectstore.memory import MemoryObjectStore, _MemoryUpload
 from s3stream.objectstore.prefixed import PrefixedObjectStore
 from s3stream.objectstore.protocol import ObjectMeta
@@ -169,7 +170,6 @@ def test_local_upload_streams_into_one_temp_file_and_cleans_up(tmp_path: Path) -
     up = store.open_upload("a/b", part_bytes=P)
     up.write(data_of(3 * P))
     assert len(list(tmp_dir.iterdir())) == 1
-    assert up._buf is not None and len(up._buf) <= P  # one part in memory, the rest on disk
     up.abort()
     assert list(tmp_dir.iterdir()) == []
     meta = upload(store, "a/b", data_of(3 * P + 1), 512)
@@ -182,17 +182,16 @@ def test_local_upload_streams_into_one_temp_file_and_cleans_up(tmp_path: Path) -
         store.open_upload("k", part_bytes=0)
 
 
-def test_local_upload_writes_large_parts_in_local_part_bytes_pieces(tmp_path: Path) -> None:
-    """A file has no minimum part: however large the caller's parts, at most LOCAL_PART_BYTES wait in memory
-    (and the disk takes each piece while the writer produces the next)."""
+def test_local_upload_writes_bytes_as_they_come_whatever_the_part_size(tmp_path: Path) -> None:
+    """A file has no minimum part: however large the caller's parts, at most one staging buffer waits in
+    memory (and the disk takes the bytes while the writer produces the next)."""
     store = LocalObjectStore(tmp_path / "root")
     tmp_dir = tmp_path / "root" / ".tmp"
-    size = 2 * LOCAL_PART_BYTES + 5
-    with store.open_upload("big", part_bytes=16 * LOCAL_PART_BYTES) as up:
+    size = 2 * LOCAL_SYNC_BYTES + 5
+    with store.open_upload("big", part_bytes=16 * LOCAL_SYNC_BYTES) as up:
         up.write(data_of(size))
         (temp,) = tmp_dir.iterdir()
-        assert temp.stat().st_size == 2 * LOCAL_PART_BYTES
-        assert len(up._buf) == 5
+        assert temp.stat().st_size == size - size % STAGING_BYTES
         up.complete()
     assert store.get("big") == data_of(size)
     assert list(tmp_dir.iterdir()) == []
