@@ -1,12 +1,19 @@
-"""Which Parquet codec each column of a segment gets: the segment's codec, except on values it cannot shrink.
+"""Which Parquet codec each column of a segment gets, decided once per segment on its first row group.
 
-Record values are often compressed or encrypted already (producers compress payloads, images, Avro with
-its own codec, ciphertext), and compressing them again costs a full pass for nothing: zstd spent ~20% of
-the time encoding random 1 KiB values and gave back 1% of their size (measured, 64 MiB segments). So, as
-RocksDB and ZFS do per block, the writer tries the codec on a sample of the first row group's values and
-stores the ``value`` column uncompressed when the sample does not shrink by at least an eighth. The
-other columns (offsets, timestamps, keys, headers) always use the segment's codec. Readers need nothing:
-Parquet records the codec of every column chunk.
+A codec is worth its cost only where it shrinks something:
+
+* **Byte columns** (``key``, ``value``, the header keys and values) are often incompressible: payloads
+  compressed or encrypted by producers, random ids as keys. zstd spent ~20% of the time encoding random
+  1 KiB values for 1% of their size. So, as RocksDB and ZFS do per block, the writer tries the codec on
+  a sample of each byte column of the first row group and uses it for that column only when the sample
+  shrinks by at least an eighth; otherwise (an empty sample too: no headers) the column is uncompressed.
+* **Integer columns** (``offset``, ``timestamp``, ``horizon_ms``) are delta-encoded, which already removes
+  what a codec would find, and a codec still costs a context per page: decompressing them cost a
+  cleaning round ~4% of its CPU in ``ZSTD_createDCtx`` alone. They are stored uncompressed.
+
+A first row group with fewer than :data:`MIN_SAMPLE_BYTES` in its byte columns is too small to judge
+(and to save anything on): every column keeps the segment's codec. Readers need nothing: Parquet
+records the codec of every column chunk.
 """
 
 from __future__ import annotations
@@ -19,15 +26,17 @@ import pyarrow.parquet as pq
 
 from s3stream.records import RECORD_SCHEMA
 
-__all__ = ["MAX_RATIO", "MIN_SAMPLE_BYTES", "SAMPLE_BYTES", "column_codecs", "values_compress"]
+__all__ = ["INTEGER_COLUMNS", "MAX_RATIO", "MIN_SAMPLE_BYTES", "SAMPLE_BYTES", "column_codecs"]
 
-#: Value bytes tried: enough to judge, ~0.3 ms of zstd once per segment.
+#: Bytes tried per byte column: enough to judge, ~0.3 ms of zstd once per segment.
 SAMPLE_BYTES = 256 << 10
-#: Below this many sampled bytes there is nothing to judge (and nothing to save): keep the codec.
+#: Below this many sampled bytes (all byte columns together) there is nothing to judge: keep the codec.
 MIN_SAMPLE_BYTES = 4 << 10
-#: The sample must shrink to at most this fraction for the values to be compressed.
+#: A column's sample must shrink to at most this fraction for the column to be compressed.
 MAX_RATIO = 7 / 8
 _UNCOMPRESSED = "none"
+#: Delta-encoded integer columns (the writer's column_encoding): never compressed once judged.
+INTEGER_COLUMNS = ("offset", "timestamp", "horizon_ms")
 
 
 @functools.cache
@@ -40,31 +49,43 @@ def _leaf_paths() -> tuple[str, ...]:
     return tuple(schema.column(i).path for i in range(len(schema)))
 
 
-def column_codecs(codec: str, *, compress_values: bool) -> str | dict[str, str]:
-    """The ``compression`` argument of the Parquet writer: ``codec`` everywhere, or all but ``value``."""
-    if compress_values or codec.lower() == _UNCOMPRESSED:
-        return codec
-    return {path: _UNCOMPRESSED if path == "value" else codec for path in _leaf_paths()}
+def column_codecs(codec: str, first_group: pa.Table | None) -> str | dict[str, str]:
+    """The Parquet writer's ``compression`` argument for a segment whose first row group is ``first_group``.
 
-
-def values_compress(table: pa.Table, codec: str) -> bool:
-    """Whether ``codec`` shrinks the first :data:`SAMPLE_BYTES` of ``table``'s values by an eighth or more.
-
-    True (compress, the safe default) when the codec is none or too few value bytes are there to judge.
+    ``codec`` everywhere when it is none, when there is no row group, or when the group is too small to
+    judge; otherwise a map of every leaf column to ``codec`` or none (see the module docstring).
     """
-    if codec.lower() == _UNCOMPRESSED:
-        return True
-    sample = _value_sample(table.column("value"), SAMPLE_BYTES)
-    if sample.size < MIN_SAMPLE_BYTES:
-        return True
-    return bool(len(pa.Codec(codec).compress(sample)) <= MAX_RATIO * sample.size)
+    if codec.lower() == _UNCOMPRESSED or first_group is None:
+        return codec
+    samples = {path: _sample(leaf, SAMPLE_BYTES) for path, leaf in _byte_leaves(first_group).items()}
+    if sum(s.size for s in samples.values()) < MIN_SAMPLE_BYTES:
+        return codec
+    compressor = pa.Codec(codec)
+    return {path: codec if path in samples and _shrinks(compressor, samples[path]) else _UNCOMPRESSED
+            for path in _leaf_paths()}
 
 
-def _value_sample(values: pa.ChunkedArray, limit: int) -> pa.Buffer:
-    """Up to ``limit`` bytes of the values' data, from the first chunks (no copy when one chunk suffices)."""
+def _shrinks(compressor: pa.Codec, sample: pa.Buffer) -> bool:
+    return sample.size > 0 and bool(len(compressor.compress(sample)) <= MAX_RATIO * sample.size)
+
+
+def _byte_leaves(table: pa.Table) -> dict[str, list[pa.Array]]:
+    """The chunks of every byte leaf column of a RECORD_SCHEMA table, by Parquet path."""
+    key_chunks: list[pa.Array] = []
+    value_chunks: list[pa.Array] = []
+    for chunk in table.column("headers").chunks:
+        entries = chunk.flatten()  # the list's entries (this chunk's slice only)
+        key_chunks.append(entries.field("key").slice(entries.offset, len(entries)))
+        value_chunks.append(entries.field("value").slice(entries.offset, len(entries)))
+    return {"key": table.column("key").chunks, "value": table.column("value").chunks,
+            "headers.list.element.key": key_chunks, "headers.list.element.value": value_chunks}
+
+
+def _sample(chunks: list[pa.Array], limit: int) -> pa.Buffer:
+    """Up to ``limit`` bytes of binary/string data, from the first chunks (no copy when one chunk suffices)."""
     pieces: list[pa.Buffer] = []
     size = 0
-    for chunk in values.chunks:
+    for chunk in chunks:
         if size >= limit:
             break
         if len(chunk) == 0:
