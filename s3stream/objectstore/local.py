@@ -60,7 +60,7 @@ from s3stream.objectstore.directwrite import FileWriter, write_file
 from s3stream.objectstore.etag import EtagHasher, content_etag
 from s3stream.objectstore.keys import validate_key, validate_prefix
 from s3stream.objectstore.protocol import DEFAULT_PART_BYTES, Body, ByteRange, ListEntry, ObjectMeta
-from s3stream.objectstore.upload import UploadState
+from s3stream.objectstore.upload import UploadState, check_part_bytes
 
 __all__ = ["LOCAL_SYNC_BYTES", "LocalObjectStore"]
 
@@ -463,8 +463,7 @@ class _LocalUpload(UploadState):
     """
 
     def __init__(self, store: LocalObjectStore, key: str, part_bytes: int) -> None:
-        if part_bytes < 1:
-            raise InvalidRequest(f"part_bytes must be an integer >= 1, got {part_bytes!r}")
+        check_part_bytes(part_bytes)
         super().__init__(key)
         self._store = store
         self._fd: int | None = None

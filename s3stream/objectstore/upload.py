@@ -26,12 +26,12 @@ from s3stream.errors import InvalidRequest
 from s3stream.objectstore.keys import validate_key
 from s3stream.objectstore.protocol import ObjectMeta, Upload
 
-__all__ = ["ForwardedUpload", "PartedUpload", "RequestHook", "UploadState"]
+__all__ = ["ForwardedUpload", "PartedUpload", "RequestHook", "UploadState", "check_part_bytes"]
 
 T = TypeVar("T")
 
 
-def _check_part_bytes(part_bytes: int) -> None:
+def check_part_bytes(part_bytes: int) -> None:
     if part_bytes < 1:
         raise InvalidRequest(f"part_bytes must be an integer >= 1, got {part_bytes!r}")
 
@@ -67,7 +67,7 @@ class PartedUpload(UploadState, ABC):
     """A backend's upload: buffers up to one part; the subclass sends parts and publishes the object."""
 
     def __init__(self, key: str, part_bytes: int) -> None:
-        _check_part_bytes(part_bytes)
+        check_part_bytes(part_bytes)
         super().__init__(key)
         self._part_bytes = part_bytes
         self._buf = bytearray()
@@ -158,7 +158,7 @@ class ForwardedUpload(UploadState):
     def __init__(self, key: str, part_bytes: int, *, put: Callable[[bytearray], ObjectMeta], inner: Upload,
                  request: RequestHook = _plain) -> None:
         super().__init__(validate_key(key))
-        _check_part_bytes(part_bytes)
+        check_part_bytes(part_bytes)
         self._part_bytes = part_bytes
         self._put = put
         self._inner = inner

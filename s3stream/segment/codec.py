@@ -35,7 +35,7 @@ MIN_SAMPLE_BYTES = 4 << 10
 #: A column's sample must shrink to at most this fraction for the column to be compressed.
 MAX_RATIO = 7 / 8
 _UNCOMPRESSED = "none"
-#: Delta-encoded integer columns (the writer's column_encoding): never compressed once judged.
+#: The integer columns: delta-encoded, with statistics (the writer's settings), never compressed once judged.
 INTEGER_COLUMNS = ("offset", "timestamp", "horizon_ms")
 
 

@@ -51,7 +51,7 @@ import pyarrow.parquet as pq
 
 from s3stream.errors import CorruptData, InternalError
 from s3stream.records import RECORD_SCHEMA
-from s3stream.segment.codec import column_codecs
+from s3stream.segment.codec import INTEGER_COLUMNS, column_codecs
 
 __all__ = [
     "META_KEYS",
@@ -321,8 +321,8 @@ class SegmentWriter:
         """The Parquet writer, its codecs chosen on the first row group (:mod:`s3stream.segment.codec`)."""
         return pq.ParquetWriter(
             self._tap, RECORD_SCHEMA, compression=column_codecs(self._compression, first_group),
-            use_dictionary=False, write_page_checksum=True, write_statistics=["offset", "timestamp", "horizon_ms"],
-            column_encoding={"offset": _DELTA, "timestamp": _DELTA, "horizon_ms": _DELTA})
+            use_dictionary=False, write_page_checksum=True, write_statistics=list(INTEGER_COLUMNS),
+            column_encoding=dict.fromkeys(INTEGER_COLUMNS, _DELTA))
 
     def _emit_group(self) -> None:
         g = self._group
