@@ -103,23 +103,23 @@ class FileWriter:
                 self._flush()
 
     def _flush(self) -> None:
-        """Write every staged byte: directly when that is on, else (or if refused now) through the cache."""
+        """Write every staged byte (a full buffer)."""
         assert self._staging is not None
-        staged = memoryview(self._staging)[:self._fill]
-        try:
-            if self._direct:
-                try:
-                    _write_all(self._fd, staged)
-                except OSError as exc:
-                    if exc.errno != errno.EINVAL:
-                        raise
-                    self._buffered()  # refused at write time (alignment, file system): the same bytes, cached
-                    _write_all(self._fd, staged)
-            else:
-                _write_all(self._fd, staged)
-            self._fill = 0
-        finally:
-            staged.release()
+        with memoryview(self._staging) as staged:
+            self._emit(staged[:self._fill])
+        self._fill = 0
+
+    def _emit(self, view: memoryview) -> None:
+        """Write ``view``: directly when that is on, else (or if refused now) through the page cache."""
+        if self._direct:
+            try:
+                _write_all(self._fd, view)
+                return
+            except OSError as exc:
+                if exc.errno != errno.EINVAL:
+                    raise
+                self._buffered()  # refused at write time (alignment, file system): the same bytes, cached
+        _write_all(self._fd, view)
 
     def _buffered(self) -> None:
         if self._direct:
@@ -131,16 +131,13 @@ class FileWriter:
         if self._staging is None:
             return
         try:
-            tail = self._fill % ALIGN
-            if self._direct and self._fill > tail:
-                rest = bytes(self._staging[self._fill - tail:self._fill])
-                self._fill -= tail
-                self._flush()
-                self._staging[:tail] = rest
-                self._fill = tail
-            self._buffered()
-            if self._fill:
-                self._flush()
+            with memoryview(self._staging) as staged:
+                aligned = self._fill - self._fill % ALIGN if self._direct else 0
+                if aligned:
+                    self._emit(staged[:aligned])
+                self._buffered()
+                _write_all(self._fd, staged[aligned:self._fill])
+            self._fill = 0
         finally:
             self.abandon()
 
