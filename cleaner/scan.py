@@ -39,7 +39,7 @@ import pyarrow.compute as pc
 
 from s3stream.errors import CorruptData
 from s3stream.manifest.model import SegmentRef
-from s3stream.objectstore.fetch import ranged_fetch
+from s3stream.objectstore.fetch import ranged_fetch, ranged_fetch_many
 from s3stream.segment import RowGroupInfo, SegmentReader
 
 if TYPE_CHECKING:
@@ -67,10 +67,12 @@ _END = object()
 
 
 def segment_reader(rt: Runtime, seg: SegmentRef) -> SegmentReader:
-    """A reader of ``seg`` of its own (not the store's shared cache), fetching by ranged GETs."""
+    """A reader of ``seg`` of its own (not the store's shared cache), fetching by ranged GETs (a key scan's
+    ranges in one call where the store serves them without request latency)."""
     store, key = rt.objstore, seg.key
     return SegmentReader(ranged_fetch(store, key), seg.object_size, source=key,
-                         block_bytes=max(rt.settings.read_ahead_bytes, 1 << 20))
+                         block_bytes=max(rt.settings.read_ahead_bytes, 1 << 20),
+                         fetch_many=ranged_fetch_many(store, key))
 
 
 def segment_keys(rt: Runtime, seg: SegmentRef, from_offset: int) -> pa.Table:

@@ -38,12 +38,12 @@ import errno
 import fcntl
 import hashlib
 import os
+import stat
 import tempfile
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import BinaryIO
 
 import pyarrow as pa
 
@@ -78,19 +78,27 @@ _SHAPE_ERRNOS = frozenset({errno.ENOTDIR, errno.EISDIR, errno.EEXIST, errno.ENOT
 
 
 _PLAIN_DIRS_CACHED = 4096  # directories known to hold no symlink (see _check_inside)
+_READ_FLAGS = os.O_RDONLY | os.O_CLOEXEC
 
 
-def _read_bytes(f: BinaryIO, start: int, n: int) -> bytes:
-    f.seek(start)
-    return f.read(n)
+def _read_bytes(fd: int, start: int, n: int) -> bytes:
+    """Up to ``n`` bytes at ``start`` (fewer only at the end of the file)."""
+    data = os.pread(fd, n, start)
+    if len(data) == n or not data:
+        return data
+    parts, got = [data], len(data)
+    while got < n and (more := os.pread(fd, n - got, start + got)):
+        parts.append(more)
+        got += len(more)
+    return b"".join(parts)
 
 
-def _read_pooled(f: BinaryIO, start: int, n: int) -> memoryview:
+def _read_pooled(fd: int, start: int, n: int) -> memoryview:
     """Up to ``n`` bytes at ``start`` (fewer only at the end of the file) in a buffer from Arrow's pool."""
     view = memoryview(pa.allocate_buffer(n)).cast("B")
     got = 0
     while got < n:
-        step = os.preadv(f.fileno(), [view[got:]], start + got)
+        step = os.preadv(fd, [view[got:]], start + got)
         if step == 0:
             break
         got += step
@@ -113,6 +121,7 @@ class LocalObjectStore:
         try:
             Path(root).mkdir(parents=True, exist_ok=True)
             self._root = Path(os.path.realpath(root))
+            self._root_dir = str(self._root).rstrip("/")  # keys join it with one "/" (the root "/" gives "")
             (self._root / _TMP_DIR).mkdir(exist_ok=True)
             (self._root / _LOCK_DIR).mkdir(exist_ok=True)
         except OSError as exc:
@@ -134,12 +143,16 @@ class LocalObjectStore:
 
     def _path(self, key: str) -> Path:
         """The file of ``key``, refusing reserved names and anything resolving outside the root."""
+        path = Path(self._key_path(key))
+        self._check_inside(path, key)
+        return path
+
+    def _key_path(self, key: str) -> str:
+        """Where ``key``'s file is (not checked for symlinks), refusing invalid keys and reserved names."""
         validate_key(key)
         if key.split("/", 1)[0] in _RESERVED:
             raise InvalidRequest(f"invalid object key {key!r}: {_TMP_DIR}/{_LOCK_DIR} are reserved")
-        path = self._root / key
-        self._check_inside(path, key)
-        return path
+        return f"{self._root_dir}/{key}"
 
     def _check_inside(self, path: Path, key: str) -> None:
         """Refuse a path that a symlink under the root sends elsewhere.
@@ -333,27 +346,61 @@ class LocalObjectStore:
     # -- reads ------------------------------------------------------------------------------------
 
     def get(self, key: str, byte_range: ByteRange | None = None) -> bytes:
-        return self._read(key, byte_range, _read_bytes)
+        return self._read(key, [byte_range], _read_bytes)[0]
 
     def get_view(self, key: str, byte_range: ByteRange | None = None) -> memoryview:
         """Read into Arrow's pooled memory: its pages are reused, where a fresh ``bytes`` of MiBs is new
         pages from the kernel every time (measured: ~3/4 of a cleaning round's page faults)."""
-        return self._read(key, byte_range, _read_pooled)
+        return self._read(key, [byte_range], _read_pooled)[0]
 
-    def _read(self, key: str, byte_range: ByteRange | None, read: Callable[[BinaryIO, int, int], Body]) -> Body:
-        path = self._path(key)
+    def get_views(self, key: str, ranges: Sequence[ByteRange]) -> list[memoryview]:
+        """Several ranges of one object with one ``open``, read in order on the caller's thread.
+
+        A ranged read here costs no request latency, only its per-call work (~26 us through
+        :meth:`get_view`, ~6 us a range here): a reader wanting many small ranges (the cleaner's scan of
+        key columns, one range per row group) is better served by this than by one task per range.
+        """
+        return self._read(key, ranges, _read_pooled)
+
+    def _read(self, key: str, ranges: Sequence[ByteRange | None], read: Callable[[int, int, int], Body]
+              ) -> list[Body]:
         try:
-            with path.open("rb") as f:
-                size = os.fstat(f.fileno()).st_size
-                start, end = (0, size) if byte_range is None else byte_range.resolve(size)
-                data = read(f, start, end - start)
-        except IsADirectoryError as exc:
-            raise ObjectNotFound(f"{key} not found", key=key) from exc
+            fd = self._open_object(key)
+            try:
+                st = os.fstat(fd)
+                if not stat.S_ISREG(st.st_mode):
+                    raise ObjectNotFound(f"{key} not found", key=key)
+                out: list[Body] = []
+                for byte_range in ranges:
+                    start, end = (0, st.st_size) if byte_range is None else byte_range.resolve(st.st_size)
+                    data = read(fd, start, end - start)
+                    if len(data) != end - start:
+                        raise TransientError(f"local store {self._root}: short read of {key!r}", key=key)
+                    out.append(data)
+                return out
+            finally:
+                os.close(fd)
+        except S3StreamError:  # ObjectNotFound and TransientError are OSErrors too
+            raise
         except OSError as exc:
             raise self._error(exc, key, "get") from exc
-        if len(data) != end - start:
-            raise TransientError(f"local store {self._root}: short read of {key!r}", key=key)
-        return data
+
+    def _open_object(self, key: str) -> int:
+        """A read-only descriptor of ``key``'s file, never one outside the root.
+
+        In a directory known free of symlinks the file is opened with ``O_NOFOLLOW`` (a symlink there fails
+        with ``ELOOP``), which spares every read the ``lstat`` of :meth:`_check_inside`; anything else
+        (a symlink, a directory not checked yet) takes the full check first.
+        """
+        path = self._key_path(key)
+        if os.path.dirname(path) in self._plain_dirs:
+            try:
+                return os.open(path, _READ_FLAGS | os.O_NOFOLLOW)
+            except OSError as exc:
+                if exc.errno != errno.ELOOP:
+                    raise
+        self._check_inside(Path(path), key)
+        return os.open(path, _READ_FLAGS)
 
     def head(self, key: str) -> ObjectMeta:
         path = self._path(key)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import bisect
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from s3stream.clock import Clock, SystemClock
@@ -81,6 +81,11 @@ class MemoryObjectStore:
     def get_view(self, key: str, byte_range: ByteRange | None = None) -> memoryview:
         """The stored bytes themselves (immutable: a later put replaces the object, never its bytes)."""
         return _clip(memoryview(self._object(key).data), byte_range)
+
+    def get_views(self, key: str, ranges: Sequence[ByteRange]) -> list[memoryview]:
+        """The ranges of one object: views of its stored bytes."""
+        data = memoryview(self._object(key).data)
+        return [_clip(data, r) for r in ranges]
 
     def _object(self, key: str) -> _Obj:
         validate_key(key)

@@ -12,19 +12,20 @@ store (uploader, sealer, catalog, readers, GC, cleaner) is counted in that store
   A 404 on get/head and a lost conditional put (412) are normal outcomes of the protocol and are counted
   too, under ``not_found`` and ``precondition_failed``.
 
-A call is one request here: retries inside the S3 backend are not seen. No per-byte work.
+A call is one request here (``get_views`` counts a ``get`` per range: what separate GETs would be): retries
+inside the S3 backend are not seen. No per-byte work.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import TypeVar
 
 from prometheus_client import Counter
 
 from s3stream.errors import ObjectNotFound, PreconditionFailed, StoreAccessError, Throttled, TransientError
 from s3stream.objectstore.forwarding import ForwardingObjectStore
-from s3stream.objectstore.protocol import DEFAULT_PART_BYTES, ByteRange, ListEntry, ObjectMeta, ObjectStore
+from s3stream.objectstore.protocol import DEFAULT_PART_BYTES, ByteRange, GetViews, ListEntry, ObjectMeta, ObjectStore
 from s3stream.objectstore.upload import ForwardedUpload
 
 __all__ = ["ERROR_KINDS", "OPS", "MeteredObjectStore", "error_kind"]
@@ -83,6 +84,23 @@ class MeteredObjectStore(ForwardingObjectStore):
 
     def get_view(self, key: str, byte_range: ByteRange | None = None) -> memoryview:
         return self._call("get", lambda: self.inner.get_view(key, byte_range))
+
+    @property
+    def get_views(self) -> GetViews | None:
+        """The inner store's ``get_views`` (if it has one), counting a ``get`` per range."""
+        inner: GetViews | None = getattr(self.inner, "get_views", None)
+        if inner is None:
+            return None
+
+        def views(key: str, ranges: Sequence[ByteRange]) -> list[memoryview]:
+            self._requests["get"].inc(len(ranges))
+            try:
+                return inner(key, ranges)
+            except Exception as exc:
+                self._failed("get", exc)
+                raise
+
+        return views
 
     def head(self, key: str) -> ObjectMeta:
         return self._call("head", lambda: self.inner.head(key))

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from s3stream.objectstore.keys import validate_key, validate_prefix
-from s3stream.objectstore.protocol import DEFAULT_PART_BYTES, ByteRange, ListEntry, ObjectMeta, ObjectStore
+from s3stream.objectstore.protocol import DEFAULT_PART_BYTES, ByteRange, GetViews, ListEntry, ObjectMeta, ObjectStore
 from s3stream.objectstore.upload import ForwardedUpload
 
 __all__ = ["PrefixedObjectStore"]
@@ -58,6 +58,14 @@ class PrefixedObjectStore:
 
     def get_view(self, key: str, byte_range: ByteRange | None = None) -> memoryview:
         return self._inner.get_view(self._key(key), byte_range)
+
+    @property
+    def get_views(self) -> GetViews | None:
+        """The inner store's ``get_views`` under the prefix, if it has one."""
+        inner: GetViews | None = getattr(self._inner, "get_views", None)
+        if inner is None:
+            return None
+        return lambda key, ranges: inner(self._key(key), ranges)
 
     def head(self, key: str) -> ObjectMeta:
         meta = self._inner.head(self._key(key))

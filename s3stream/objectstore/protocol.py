@@ -19,6 +19,12 @@ Contract:
   or a copy. The local backend reads into Arrow's pooled memory: a fresh multi-MiB ``bytes`` is new
   pages from the kernel each time (a fault and a zeroing per 4 KiB, measured as most of the page
   faults of a cleaning round); the memory backend shares its stored bytes.
+* ``get_views(key, ranges)`` is optional (:data:`GetViews`; read it with ``getattr(store, "get_views",
+  None)``): several ranges of one object as views, what ``get_view`` returns for each, in one call on the
+  caller's thread. A store offers it only where a request costs no latency, just its per-call work (the
+  local directory: one ``open`` for all the ranges; memory), so a reader wanting many small ranges calls
+  it instead of fanning GETs out to threads; wrappers offer it exactly when their inner store does (an
+  attribute that is None otherwise). Stores where a request waits on a network do not offer it.
 * ``list(prefix, start_after)`` yields every key under ``prefix`` (strictly after ``start_after``)
   in lexicographic order of the key, with its size and modification time. Callers that need an order
   other than lexicographic parse the keys; no caller trusts LIST alone for what is referenced.
@@ -38,12 +44,12 @@ Contract:
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Protocol, Self, TypeVar, runtime_checkable
 
-__all__ = ["DEFAULT_PART_BYTES", "Body", "ByteRange", "ListEntry", "ObjectMeta", "ObjectStore", "Upload"]
+__all__ = ["DEFAULT_PART_BYTES", "Body", "ByteRange", "GetViews", "ListEntry", "ObjectMeta", "ObjectStore", "Upload"]
 
 #: A GET's result, for code shared by :meth:`ObjectStore.get` (bytes) and :meth:`ObjectStore.get_view`.
 Body = TypeVar("Body", bytes, memoryview)
@@ -79,6 +85,10 @@ class ByteRange:
         end = size if self.end is None else min(self.end, size)
         start = min(self.start, size)
         return start, max(start, end)
+
+
+#: The optional ``get_views(key, ranges)`` verb (see the module docstring).
+GetViews = Callable[[str, Sequence[ByteRange]], list[memoryview]]
 
 
 @dataclass(frozen=True, slots=True)

@@ -61,12 +61,14 @@ def fetch_pool() -> ThreadPoolExecutor:
 if TYPE_CHECKING:
     from _typeshed import WriteableBuffer
 
-__all__ = ["Extent", "Fetch", "RangedFile", "fetch_pool"]
+__all__ = ["Extent", "Fetch", "FetchMany", "RangedFile", "fetch_pool"]
 
 #: The object's bytes of one range: kept as fetched (a view holds its buffer alive).
 Extent = bytes | memoryview
 #: ``fetch(start, end)`` returns the object's bytes ``[start, end)``.
 Fetch = Callable[[int, int], Extent]
+#: ``fetch_many(spans)`` returns the bytes of each span, in one call on the caller's thread.
+FetchMany = Callable[[Sequence[tuple[int, int]]], Sequence[Extent]]
 
 
 _MIN_READAHEAD = 64 << 10
@@ -76,11 +78,12 @@ class RangedFile(io.RawIOBase):
     """A seekable, read-only file whose bytes come from ranged fetches through an extent cache."""
 
     def __init__(self, fetch: Fetch, size: int, *, source: str, block_bytes: int = 1 << 20,
-                 cache_bytes: int | None = None) -> None:
+                 cache_bytes: int | None = None, fetch_many: FetchMany | None = None) -> None:
         super().__init__()
         if size < 0 or block_bytes <= 0:
             raise ValueError("RangedFile: size must be >= 0 and block_bytes > 0")
         self._fetch = fetch
+        self._fetch_many = fetch_many
         self._size = size
         self._source = source
         self._block_bytes = block_bytes
@@ -234,6 +237,30 @@ class RangedFile(io.RawIOBase):
             self._pending_bytes += b - a
         return len(spans)
 
+    def load(self, spans: Sequence[tuple[int, int]]) -> None:
+        """Make every span cached (none evicted meanwhile: the cache must have room for them all).
+
+        With ``fetch_many`` (a store whose requests cost no latency) the spans not held yet are fetched in
+        one call on this thread; otherwise concurrently on the fetch pool, as :meth:`fetch_async` does.
+        Raises a fetch's error (also kept in :attr:`fetch_error`).
+        """
+        todo = [(max(0, a), min(self._size, b)) for a, b in spans if not self.touch(a, b)]
+        todo = [(a, b) for a, b in todo if b > a]
+        if self._fetch_many is None or not todo:
+            self.fetch_async(todo)
+            for a, b in todo:
+                self.wait(a, b)
+            return
+        try:
+            fetched = self._fetch_many(todo)
+            if len(fetched) != len(todo):
+                raise CorruptData(f"fetch of {len(todo)} ranges returned {len(fetched)}", source=self._source)
+            for (a, b), data in zip(todo, fetched, strict=True):
+                self._insert(a, self._counted(a, b, data))
+        except BaseException as e:
+            self.fetch_error = e
+            raise
+
     def wait(self, start: int, end: int) -> None:
         """Make ``[start, end)`` cached: wait for the pending extent holding it, or fetch it now.
 
@@ -279,7 +306,10 @@ class RangedFile(io.RawIOBase):
 
     def _fetch_checked(self, start: int, end: int) -> Extent:
         """One fetch, counted and length-checked; touches no other state (it also runs on pool threads)."""
-        data = self._fetch(start, end)
+        return self._counted(start, end, self._fetch(start, end))
+
+    def _counted(self, start: int, end: int, data: Extent) -> Extent:
+        """Count a fetch of ``[start, end)`` and check its length (it also runs on pool threads)."""
         with _COUNTER_LOCK:
             self.fetch_count += 1
             self.fetched_bytes += len(data)

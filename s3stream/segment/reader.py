@@ -53,7 +53,7 @@ from s3stream.errors import CorruptData, InvalidRequest, S3StreamError
 from s3stream.records import RECORD_SCHEMA
 from s3stream.segment.buffered import chunk_bounds, decode_in_memory
 from s3stream.segment.format import RowGroupInfo, SegmentFooter, parse_footer, row_sizes, verify_footer
-from s3stream.segment.ranged import Extent, Fetch, RangedFile, fetch_pool
+from s3stream.segment.ranged import Extent, Fetch, FetchMany, RangedFile, fetch_pool
 
 __all__ = ["FOOTER_FETCH_BYTES", "SegmentRead", "SegmentReader"]
 
@@ -94,8 +94,9 @@ class SegmentReader:
     """Offset and timestamp reads of one immutable segment object through ranged fetches."""
 
     def __init__(self, fetch: Fetch, object_size: int, *, source: str,
-                 block_bytes: int = 1 << 20) -> None:
+                 block_bytes: int = 1 << 20, fetch_many: FetchMany | None = None) -> None:
         self._fetch = fetch
+        self._fetch_many = fetch_many
         self._object_size = object_size
         self._source = source
         self._block_bytes = block_bytes
@@ -332,9 +333,9 @@ class SegmentReader:
         The bytes go into a file of this call's own, so calls may run concurrently on one reader and
         nothing stays cached. Whole row groups (every column) are fetched touching ones in one GET (the
         first on this thread, any others meanwhile on the fetch pool) and checked against their CRC32Cs;
-        for a column subset the column chunks are fetched
-        in parallel on the fetch pool and pyarrow verifies their page checksums. Every group is checked
-        against the footer index.
+        for a column subset the column chunks are fetched in parallel on the fetch pool, or in one
+        ``fetch_many`` call on this thread when the reader has one (a store without request latency), and
+        pyarrow verifies their page checksums. Every group is checked against the footer index.
 
         Raises:
             InvalidRequest: an unknown column name or a group index out of range or not ascending.
@@ -356,17 +357,15 @@ class SegmentReader:
         whole = set(need) == _ALL_COLUMN_SET and all(infos[g].crc32c is not None for g in picked)
         runs = _coalesce([spans[g] for g in picked])
         file = RangedFile(self._fetch, self._object_size, source=self._source, block_bytes=self._block_bytes,
-                          cache_bytes=sum(b - a for a, b in runs))
+                          cache_bytes=sum(b - a for a, b in runs), fetch_many=self._fetch_many)
         if whole:  # each group's CRC32C is checked as its bytes arrive: no page checksums to verify
             # runs after the first are fetched on the fetch pool meanwhile (store latency, not bandwidth)
             later = [fetch_pool().submit(self._fetch_groups, run, infos) for run in runs[1:]]
             file.prime(runs[0][0], self._fetch_groups(runs[0], infos))
             for run, fetched in zip(runs[1:], later, strict=True):
                 file.prime(run[0], fetched.result())
-        else:
-            file.fetch_async(runs)
-            for run in runs:
-                file.wait(*run)
+        else:  # in one call on this thread where the store offers it (a key scan: a range per row group)
+            file.load(runs)
         with self._decoding(file):
             table = decode_in_memory(metadata, file.extents(), spans, picked, need, verify_pages=not whole)
             if table is None:  # a run's bytes were not kept whole (never expected: the cache holds them all)

@@ -18,9 +18,12 @@ Class attributes tune the suite to a backend:
   ``multipart_threshold`` so this goes through the multipart path.
 * ``upload_part_bytes``: the part size of the streamed-upload tests; S3 subclasses use 5 MiB (S3's
   minimum part), others a small size so several parts are crossed cheaply.
+* ``offers_get_views``: whether the store offers the optional ``get_views`` verb (stores without request
+  latency: local, memory, and wrappers of them that forward it); checked either way.
 
 What is covered (the protocol's contract, :mod:`s3stream.objectstore.protocol`): put/get round trip;
-byte ranges (start/end/suffix, clipping, empty ranges, empty objects); head; list order, prefix,
+byte ranges (start/end/suffix, clipping, empty ranges, empty objects); ``get_views`` (offered or not as
+the backend says; when offered, what ``get_view`` reads for each range); head; list order, prefix,
 start_after and pagination; not-found for get/head; idempotent delete; put-if-absent; If-Match
 (match, mismatch, missing key never succeeds); concurrent put-if-absent with exactly one winner; key
 validation; a large object; binary data with every byte value; keys with spaces and non-ASCII;
@@ -92,6 +95,7 @@ class ObjectStoreContract:
     large_object_bytes: ClassVar[int] = 12 * MiB
     race_threads: ClassVar[int] = 16
     upload_part_bytes: ClassVar[int] = 64 * 1024
+    offers_get_views: ClassVar[bool] = False
 
     @pytest.fixture
     def store(self) -> ObjectStore:
@@ -162,6 +166,20 @@ class ObjectStoreContract:
             store.get_view("nope/missing")
         with pytest.raises(ObjectNotFound):
             store.get_view("nope/missing", ByteRange(0, 4))
+
+    def test_get_views_reads_what_get_view_reads_for_each_range(self, store: ObjectStore) -> None:
+        get_views = getattr(store, "get_views", None)
+        assert (get_views is not None) == self.offers_get_views
+        if get_views is None:
+            return
+        store.put("r/digits", _DIGITS)
+        views = get_views("r/digits", [r for r, _ in _RANGES])
+        assert [(v.readonly, v.tobytes()) for v in views] == [(True, expected) for _, expected in _RANGES]
+        assert get_views("r/digits", []) == []
+        with pytest.raises(ObjectNotFound):
+            get_views("nope/missing", [ByteRange(0, 4)])
+        with pytest.raises(InvalidRequest):
+            get_views("a/../b", [ByteRange(0, 4)])
 
     def test_ranges_of_an_empty_object(self, store: ObjectStore) -> None:
         store.put("empty", b"")

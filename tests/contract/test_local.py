@@ -21,12 +21,15 @@ from s3stream.testing.contract import ObjectStoreContract
 
 
 class TestLocalContract(ObjectStoreContract):
+    offers_get_views = True
+
     @pytest.fixture
     def store(self, tmp_path: Path) -> Iterator[ObjectStore]:
         yield LocalObjectStore(tmp_path / "root")
 
 
 class TestPrefixedLocalContract(ObjectStoreContract):
+    offers_get_views = True
     pagination_keys = 300
 
     @pytest.fixture
@@ -85,6 +88,38 @@ def test_symlink_appearing_in_a_checked_directory_is_refused(tmp_path: Path) -> 
     with pytest.raises(InvalidRequest):
         store.put("dir/link", b"overwrite", if_match='"x"')
     assert target.read_bytes() == b"root:x:0:0"
+
+
+def test_a_symlink_inside_the_root_is_followed_after_the_full_check(tmp_path: Path) -> None:
+    store = LocalObjectStore(tmp_path / "root")
+    store.put("dir/real", b"0123456789")
+    assert store.get("dir/real") == b"0123456789"  # "dir" is now known to hold no symlink
+    os.symlink(tmp_path / "root" / "dir" / "real", tmp_path / "root" / "dir" / "alias")
+    assert store.get("dir/alias", ByteRange(2, 5)) == b"234"  # O_NOFOLLOW refuses it, the check allows it
+    assert [v.tobytes() for v in store.get_views("dir/alias", [ByteRange(0, 2), ByteRange(8)])] == [b"01", b"89"]
+    os.symlink(tmp_path, tmp_path / "root" / "dir" / "up")
+    with pytest.raises(InvalidRequest, match="outside the store root"):
+        store.get_views("dir/up", [ByteRange(0, 1)])
+
+
+def test_get_views_opens_the_file_once_for_all_its_ranges(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = LocalObjectStore(tmp_path / "root")
+    data = os.urandom(1 << 20)
+    store.put("seg/a", data)
+    opened: list[str] = []
+    real_open = os.open
+
+    def counting_open(path: str, flags: int, *args: int) -> int:
+        opened.append(path)
+        return real_open(path, flags, *args)
+
+    monkeypatch.setattr(os, "open", counting_open)
+    ranges = [ByteRange(i * 10_000, i * 10_000 + 3_000) for i in range(64)]
+    views = store.get_views("seg/a", ranges)
+    assert [v.tobytes() for v in views] == [data[r.start:r.end] for r in ranges]
+    assert len(opened) == 1
+    with pytest.raises(ObjectNotFound):
+        store.get_views("seg", [ByteRange(0, 1)])  # a directory is no object
 
 
 def test_reserved_directories_are_not_keys(tmp_path: Path) -> None:

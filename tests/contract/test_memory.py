@@ -15,12 +15,16 @@ from s3stream.testing.contract import ObjectStoreContract
 
 
 class TestMemoryContract(ObjectStoreContract):
+    offers_get_views = True
+
     @pytest.fixture
     def store(self) -> Iterator[ObjectStore]:
         yield MemoryObjectStore()
 
 
 class TestPrefixedMemoryContract(ObjectStoreContract):
+    offers_get_views = True
+
     @pytest.fixture
     def store(self) -> Iterator[ObjectStore]:
         inner = MemoryObjectStore()

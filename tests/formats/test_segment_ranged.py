@@ -228,3 +228,56 @@ def test_fetch_error_inside_pyarrow_read_passes_through(monkeypatch: pytest.Monk
     fetch.error = TransientError("connection reset")
     with pytest.raises(TransientError, match="connection reset"):
         reader.read(90_000, max_records=1, columns=cols)
+
+
+class CountingFetchMany:
+    """A fake ``fetch_many`` over bytes recording each call's spans (``cut`` bytes short when asked)."""
+
+    def __init__(self, data: bytes, *, cut: int = 0) -> None:
+        self.data = data
+        self.calls: list[list[tuple[int, int]]] = []
+        self.cut = cut
+
+    def __call__(self, spans: list[tuple[int, int]]) -> list[bytes]:
+        self.calls.append(list(spans))
+        return [self.data[a:b - self.cut] for a, b in spans]
+
+
+def test_key_scan_fetches_its_column_chunks_in_one_fetch_many_call(
+        big_segment: tuple[bytes, pa.RecordBatch]) -> None:
+    data, _ = big_segment
+    fetch, many = CountingFetch(data), CountingFetchMany(data)
+    reader = SegmentReader(fetch, len(data), source="big", fetch_many=many)
+    groups = list(range(len(reader.row_groups)))[5:40:3]
+    got = reader.read_groups(groups, columns=["key"])
+    plain = SegmentReader(CountingFetch(data), len(data), source="big").read_groups(groups, columns=["key"])
+    assert got.equals(plain)
+    assert len(many.calls) == 1 and len(many.calls[0]) == len(groups)  # a range per group, one call
+    assert len(fetch.calls) == 1  # the footer only
+    # whole row groups (every column) still go through fetch: big ranges, fetched concurrently
+    assert reader.read_groups([0, 1]).num_rows == sum(g.num_rows for g in reader.row_groups[:2])
+    assert len(many.calls) == 1
+
+
+def test_a_short_fetch_many_range_is_corrupt_data_and_kept_as_the_fetch_error() -> None:
+    blob = bytes(range(100)) * 10
+    f = RangedFile(CountingFetch(blob), len(blob), source="many-src", fetch_many=CountingFetchMany(blob, cut=1))
+    with pytest.raises(CorruptData, match="many-src"):
+        f.load([(0, 10), (500, 600)])
+    assert isinstance(f.fetch_error, CorruptData)
+
+
+def test_ranged_file_load_skips_what_it_holds_and_counts_each_range() -> None:
+    blob = bytes(range(100)) * 10
+    many = CountingFetchMany(blob)
+    f = RangedFile(CountingFetch(blob), len(blob), source="r", cache_bytes=1000, fetch_many=many)
+    f.prime(0, blob[:100])
+    f.load([(10, 20), (200, 300), (950, 1200), (400, 400)])  # held, fetched, clipped at the end, empty
+    assert many.calls == [[(200, 300), (950, 1000)]]
+    assert (f.fetch_count, f.fetched_bytes) == (2, 150)
+    f.seek(200)
+    assert f.read(100) == blob[200:300]
+    plain = CountingFetch(blob)
+    g = RangedFile(plain, len(blob), source="r", cache_bytes=1000)
+    g.load([(0, 10), (500, 600)])  # no fetch_many: one fetch per range (on the fetch pool)
+    assert sorted(plain.calls) == [(0, 10), (500, 600)]

@@ -66,6 +66,21 @@ def test_get_view_is_a_counted_get_of_the_inner_view() -> None:
     assert m.errors() == {("get", "not_found"): 1}
 
 
+def test_get_views_counts_a_get_per_range_and_exists_only_where_the_inner_store_has_it() -> None:
+    m = _Meter(MemoryObjectStore())
+    m.store.put("a", b"0123456789")
+    get_views = m.store.get_views
+    assert get_views is not None
+    assert [v.tobytes() for v in get_views("a", [ByteRange(0, 2), ByteRange(5, 7), ByteRange(9)])] == [
+        b"01", b"56", b"9"]
+    with pytest.raises(ObjectNotFound):
+        get_views("missing", [ByteRange(0, 1), ByteRange(2, 3)])
+    assert m.requests() == {"put": 1, "get": 5}
+    assert m.errors() == {("get", "not_found"): 1}
+    faulty = FaultyObjectStore(MemoryObjectStore(), ids=IdSource(1), rules=[])  # a wrapper without it
+    assert _Meter(faulty).store.get_views is None
+
+
 def test_a_forwarding_subclass_sees_get_view_through_its_get() -> None:
     class Upper(ForwardingObjectStore):
         def get(self, key: str, byte_range: ByteRange | None = None) -> bytes:
@@ -134,6 +149,8 @@ def test_the_old_forwarding_import_path_still_works() -> None:
 
 
 class TestMeteredMemoryContract(ObjectStoreContract):
+    offers_get_views = True
+
     @pytest.fixture
     def store(self) -> Iterator[ObjectStore]:
         yield _Meter(MemoryObjectStore()).store
