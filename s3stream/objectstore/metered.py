@@ -37,7 +37,7 @@ OPS = ("put", "get", "head", "list", "delete", "create_multipart", "upload_part"
 ERROR_KINDS = ("not_found", "precondition_failed", "throttled", "transient", "access", "other")
 _LIST_PAGE = 1000
 _UPLOAD_OPS = {"create": "create_multipart", "part": "upload_part", "complete": "complete_multipart",
-               "abort": "abort_multipart"}
+               "abort": "abort_multipart", "put": "put"}
 
 
 def error_kind(exc: BaseException) -> str:
@@ -130,8 +130,8 @@ class MeteredObjectStore(ForwardingObjectStore):
         self._call("delete", lambda: self.inner.delete(key))
 
     def open_upload(self, key: str, *, part_bytes: int = DEFAULT_PART_BYTES) -> ForwardedUpload:
-        return ForwardedUpload(key, part_bytes, put=lambda data: self.put(key, data),
-                               inner=self.inner.open_upload(key, part_bytes=part_bytes), request=self._upload_request)
+        return ForwardedUpload(key, part_bytes, put=None, inner=self.inner.open_upload(key, part_bytes=part_bytes),
+                               request=self._upload_request)
 
     def _upload_request(self, key: str, kind: str, nbytes: int, fn: Callable[[], T]) -> T:
         op = _UPLOAD_OPS[kind]

@@ -82,8 +82,8 @@ class PrefixedObjectStore:
         self._inner.delete(self._key(key))
 
     def open_upload(self, key: str, *, part_bytes: int = DEFAULT_PART_BYTES) -> ForwardedUpload:
-        return ForwardedUpload(key, part_bytes, put=lambda data: self.put(key, data),
-                               inner=self._inner.open_upload(self._key(key), part_bytes=part_bytes))
+        inner = self._inner.open_upload(self._key(key), part_bytes=part_bytes)
+        return ForwardedUpload(key, part_bytes, put=None, inner=inner)
 
     def close(self) -> None:
         self._inner.close()

@@ -4,13 +4,17 @@
   part once a byte beyond it is written (so the last part is never empty and an object of at most one
   part is one plain PUT), and aborts on any failure. A backend supplies four steps: put a whole small
   object, send part ``n``, finish after the last part, discard.
-* :class:`ForwardedUpload` is what a wrapper store (prefix, latency, faults, recording, the tests' hooks)
-  returns. An object of at most one part goes through the wrapper's own ``put``, so a wrapper that
-  observes ``put`` sees it exactly like any small PUT; a larger one is handed to the inner store's upload
-  and passes through unbuffered, cut so that each forwarded piece makes the inner upload send exactly one
-  part. Each S3 request it stands for (``create``, ``part``, ``complete`` carrying the last part,
-  ``abort``) goes through the wrapper's :class:`RequestHook`. The parts are where the inner upload cuts
-  them because both follow the protocol's rule, so the wrappers never hold a second copy of a part.
+* :class:`ForwardedUpload` is what a wrapper store (prefix, latency, faults, recording, metering, the
+  tests' hooks) returns. A wrapper that observes ``put`` passes its ``put``: an object of at most one part
+  goes through it, so the wrapper sees it exactly like any small PUT (its first part is buffered until it
+  is known to be more); a wrapper that does not (prefix, metering) passes none, and every byte streams to
+  the inner store's upload as it comes (a local directory writes it to its file at once, where a buffer
+  of up to a part, 128 MiB for segments, cost a copy and fresh pages for every byte of a cleaner's
+  output). Past the first part, bytes pass through unbuffered either way, cut so that each forwarded piece
+  makes the inner upload send exactly one part. Each S3 request it stands for (``create``, ``part``,
+  ``complete`` carrying the last part, ``abort``, and ``put`` for a streamed object of at most one part)
+  goes through the wrapper's :class:`RequestHook`. The parts are where the inner upload cuts them because
+  both follow the protocol's rule, so the wrappers never hold a second copy of a part.
 """
 
 from __future__ import annotations
@@ -142,7 +146,8 @@ class PartedUpload(UploadState, ABC):
 class RequestHook(Protocol):
     """How a wrapper sees one request of a forwarded upload: it must call ``fn`` (the request) and return
     its result, or raise instead. ``kind``: ``create`` (0 bytes), ``part`` (``nbytes`` of data),
-    ``complete`` (``nbytes``: the last part's size, sent with it), ``abort``."""
+    ``complete`` (``nbytes``: the last part's size, sent with it), ``abort``, and ``put`` (``nbytes``: the
+    whole object of at most one part, streamed without a ``put`` of the wrapper's)."""
 
     def __call__(self, key: str, kind: str, nbytes: int, fn: Callable[[], T]) -> T: ...
 
@@ -152,10 +157,11 @@ def _plain(key: str, kind: str, nbytes: int, fn: Callable[[], T]) -> T:
 
 
 class ForwardedUpload(UploadState):
-    """A wrapper's upload: small objects through ``put``, larger ones streamed to ``inner`` (see the module
-    docstring). ``inner`` is opened at once so its key and part size are checked up front."""
+    """A wrapper's upload: small objects through ``put`` (if given), larger ones (all, without ``put``)
+    streamed to ``inner`` (see the module docstring). ``inner`` is opened at once so its key and part size
+    are checked up front."""
 
-    def __init__(self, key: str, part_bytes: int, *, put: Callable[[bytearray], ObjectMeta], inner: Upload,
+    def __init__(self, key: str, part_bytes: int, *, put: Callable[[bytearray], ObjectMeta] | None, inner: Upload,
                  request: RequestHook = _plain) -> None:
         super().__init__(validate_key(key))
         check_part_bytes(part_bytes)
@@ -163,7 +169,9 @@ class ForwardedUpload(UploadState):
         self._put = put
         self._inner = inner
         self._request = request
-        self._buf: bytearray | None = bytearray()  # None once the object is known to need parts
+        # the first part while it may be the whole object (None: streaming to the inner upload)
+        self._buf: bytearray | None = bytearray() if put is not None else None
+        self._created = False  # the ``create`` request was made: the object is sent in parts
         self._sent = 0  # parts the inner upload has sent
         self._size = 0  # bytes forwarded to the inner upload
 
@@ -176,7 +184,6 @@ class ForwardedUpload(UploadState):
                     self._buf += view
                     return
                 first, self._buf = self._buf, None
-                self._request(self._key, "create", 0, lambda: None)
                 if first:
                     # hand over exactly one part and the byte after it: the inner upload sends that part
                     # straight from ``first`` and keeps one byte, so no part is ever held twice
@@ -199,6 +206,9 @@ class ForwardedUpload(UploadState):
                 self._size += len(view)
                 return
             piece, view = view[:take], view[take:]
+            if not self._created:
+                self._created = True
+                self._request(self._key, "create", 0, lambda: None)
             self._sent += 1
             self._request(self._key, "part", self._part_bytes, functools.partial(self._inner.write, piece))
             self._size += take
@@ -207,8 +217,11 @@ class ForwardedUpload(UploadState):
         self._check_open("complete")
         try:
             if self._buf is not None:
+                assert self._put is not None
                 meta = self._put(self._buf)
                 self._inner.abort()  # never sent anything: nothing to discard remotely
+            elif not self._created:  # streamed, at most one part: the inner upload makes it one PUT
+                meta = self._request(self._key, "put", self._size, self._inner.complete)
             else:
                 last = self._size - self._sent * self._part_bytes
                 meta = self._request(self._key, "complete", last, self._inner.complete)
@@ -223,9 +236,8 @@ class ForwardedUpload(UploadState):
         if self._state != "open":
             return
         self._state = "aborted"
-        started = self._buf is None
         self._buf = None
-        if started:
+        if self._created:
             self._request(self._key, "abort", 0, self._inner.abort)
         else:
             self._inner.abort()

@@ -10,12 +10,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from prometheus_client import CollectorRegistry, Counter
 
 from s3stream.errors import InvalidRequest, ObjectNotFound, TransientError
 from s3stream.ids import IdSource
 from s3stream.objectstore.directwrite import STAGING_BYTES
 from s3stream.objectstore.local import LOCAL_SYNC_BYTES, LocalObjectStore
 from s3stream.objectstore.memory import MemoryObjectStore, _MemoryUpload
+from s3stream.objectstore.metered import MeteredObjectStore
 from s3stream.objectstore.prefixed import PrefixedObjectStore
 from s3stream.objectstore.protocol import ObjectMeta
 from s3stream.testing import FaultRule, FaultyObjectStore, LatencyObjectStore, RecordingObjectStore
@@ -162,6 +164,34 @@ def test_prefixed_and_forwarding_wrappers() -> None:
     upload(hooked, "big", data_of(P + 1), 100)
     assert hooked.puts == ["small"]  # a one-part upload is a put to whoever intercepts put
     assert hooked.get("big") == data_of(P + 1)
+
+
+@pytest.mark.parametrize("wrap", ["prefixed", "metered"])
+def test_wrappers_that_do_not_observe_put_stream_every_byte_to_the_inner_upload(tmp_path: Path, wrap: str) -> None:
+    """No first part buffered in the wrapper: a segment's bytes (a part is 128 MiB) reach the local file as
+    they come, and a small object is still one put (counted as one by the metering wrapper)."""
+    registry = CollectorRegistry()
+    requests = Counter("req", "requests", ["op"], registry=registry)
+    errors = Counter("err", "errors", ["op", "kind"], registry=registry)
+    local = LocalObjectStore(tmp_path / "root")
+    store = (PrefixedObjectStore(local, "pre") if wrap == "prefixed" else
+             MeteredObjectStore(local, requests=requests, errors=errors))
+    size = STAGING_BYTES + 5
+    with store.open_upload("seg", part_bytes=1 << 30) as up:
+        up.write(data_of(size))
+        (temp,) = (tmp_path / "root" / ".tmp").iterdir()
+        assert temp.stat().st_size == STAGING_BYTES  # the local upload holds only the unaligned tail
+        up.complete()
+    assert store.get("seg") == data_of(size)
+    with store.open_upload("gone", part_bytes=P) as up:
+        up.write(data_of(P + 1))  # sent as a part: the abort is a request too
+    ops = {op: registry.get_sample_value("req_total", {"op": op}) for op in
+           ("put", "create_multipart", "upload_part", "abort_multipart", "get")}
+    if wrap == "metered":
+        assert ops == {"put": 1, "create_multipart": 1, "upload_part": 1, "abort_multipart": 1, "get": 1}
+    assert list((tmp_path / "root" / ".tmp").iterdir()) == []
+    with pytest.raises(ObjectNotFound):
+        store.get("gone")
 
 
 def test_local_upload_streams_into_one_temp_file_and_cleans_up(tmp_path: Path) -> None:
