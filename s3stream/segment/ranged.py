@@ -32,6 +32,7 @@ the fetch pool and touch no state but the counters.
 from __future__ import annotations
 
 import io
+import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -44,6 +45,16 @@ _COUNTER_LOCK = threading.Lock()
 _POOL_LOCK = threading.Lock()
 _POOL: ThreadPoolExecutor | None = None
 _FETCH_THREADS = 8
+
+
+def _forget_pool_in_child() -> None:
+    """A forked child has none of the parent's threads: it starts a pool (and a lock) of its own."""
+    global _POOL, _POOL_LOCK
+    _POOL, _POOL_LOCK = None, threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pool_in_child)
 
 
 def fetch_pool() -> ThreadPoolExecutor:

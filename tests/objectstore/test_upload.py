@@ -7,6 +7,7 @@ part), each S3 request of an upload counted, paced and faultable, and no temp fi
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -48,6 +49,14 @@ class SpyMemory(MemoryObjectStore):
                 super()._send_part(number, data)
 
         return Upload(self, key, part_bytes)
+
+
+def _wait_for_size(path: Path, size: int) -> None:
+    """Full staging buffers are written behind the caller: wait (bounded) until the file has ``size`` bytes."""
+    deadline = time.monotonic() + 10
+    while path.stat().st_size < size and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert path.stat().st_size == size
 
 
 def upload(store: object, key: str, data: bytes, step: int) -> ObjectMeta:
@@ -180,7 +189,7 @@ def test_wrappers_that_do_not_observe_put_stream_every_byte_to_the_inner_upload(
     with store.open_upload("seg", part_bytes=1 << 30) as up:
         up.write(data_of(size))
         (temp,) = (tmp_path / "root" / ".tmp").iterdir()
-        assert temp.stat().st_size == STAGING_BYTES  # the local upload holds only the unaligned tail
+        _wait_for_size(temp, STAGING_BYTES)  # the local upload holds only the unaligned tail
         up.complete()
     assert store.get("seg") == data_of(size)
     with store.open_upload("gone", part_bytes=P) as up:
@@ -221,7 +230,7 @@ def test_local_upload_writes_bytes_as_they_come_whatever_the_part_size(tmp_path:
     with store.open_upload("big", part_bytes=16 * LOCAL_SYNC_BYTES) as up:
         up.write(data_of(size))
         (temp,) = tmp_dir.iterdir()
-        assert temp.stat().st_size == size - size % STAGING_BYTES
+        _wait_for_size(temp, size - size % STAGING_BYTES)
         up.complete()
     assert store.get("big") == data_of(size)
     assert list(tmp_dir.iterdir()) == []
