@@ -377,8 +377,10 @@ def _terminate(proc: subprocess.Popen[bytes], grace_s: float) -> None:
 
 
 def _remove_weed_sockets(ports: _Ports) -> None:
-    """Remove weed's unix sockets in /tmp (gRPC ones always; the others when the directory path was too long)."""
-    paths = [f"/tmp/seaweedfs-{name}-grpc-{ports.weed[f'{name}.port.grpc']}.sock" for name in ("admin", "s3")]
+    """Remove weed's unix sockets in /tmp (every component's gRPC one, which no flag moves, whether or not
+    this weed version makes it; the others when the directory path was too long)."""
+    paths = [f"/tmp/seaweedfs-{flag.split('.', 1)[0]}-grpc-{port}.sock" for flag, port in ports.weed.items()
+             if flag.endswith(".port.grpc")]
     paths += [f"/tmp/seaweedfs-{name}-{ports.weed[f'{name}.port']}.sock" for name in ("s3", "filer")]
     for sock in map(Path, paths):
         with contextlib.suppress(OSError):
