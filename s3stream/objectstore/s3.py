@@ -32,7 +32,7 @@ import bisect
 import functools
 import re
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
 import boto3
@@ -51,7 +51,7 @@ from s3stream.errors import (
 )
 from s3stream.ids import IdSource
 from s3stream.objectstore.keys import validate_key, validate_prefix
-from s3stream.objectstore.protocol import DEFAULT_PART_BYTES, ByteRange, ListEntry, ObjectMeta
+from s3stream.objectstore.protocol import DEFAULT_PART_BYTES, Body, ByteRange, ListEntry, ObjectMeta
 from s3stream.objectstore.retry import (
     BACKEND_ERRORS,
     NOT_SENT_ERRORS,
@@ -60,6 +60,7 @@ from s3stream.objectstore.retry import (
     map_botocore_error,
     retry_call,
 )
+from s3stream.objectstore.s3body import read_body, read_body_pooled
 from s3stream.objectstore.upload import PartedUpload
 from s3stream.objectstore.url import display_url
 
@@ -268,14 +269,22 @@ class S3ObjectStore:
             pass
 
     def get(self, key: str, byte_range: ByteRange | None = None) -> bytes:
+        return self._get(key, byte_range, read_body, b"")
+
+    def get_view(self, key: str, byte_range: ByteRange | None = None) -> memoryview:
+        """The body read from the socket into Arrow's pooled memory (:mod:`~s3stream.objectstore.s3body`)."""
+        return self._get(key, byte_range, read_body_pooled, memoryview(b""))
+
+    def _get(self, key: str, byte_range: ByteRange | None, read: Callable[[Mapping[str, Any]], Body],
+             empty: Body) -> Body:
         full = self._full(key)
         header = None if byte_range is None else _range_header(byte_range)
         if byte_range is not None and header is None:  # an empty [start, start) range
             self.head(key)  # still raises ObjectNotFound for a missing key
-            return b""
+            return empty
         source = f"s3://{self._bucket}/{full}"
 
-        def once() -> bytes:
+        def once() -> Body:
             try:
                 if header is None:
                     resp = self._client.get_object(Bucket=self._bucket, Key=full)
@@ -283,17 +292,11 @@ class S3ObjectStore:
                     resp = self._client.get_object(Bucket=self._bucket, Key=full, Range=header)
             except bce.ClientError as exc:
                 if exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") == 416:
-                    return b""  # the range starts at or past the end (the key exists: else 404)
+                    return empty  # the range starts at or past the end (the key exists: else 404)
                 raise
-            with resp["Body"] as stream:
-                body = stream.read()
-            return _check_range_body(body, resp.get("ContentRange"), byte_range, source)
+            return _check_range_body(read(resp), resp.get("ContentRange"), byte_range, source)
 
         return self._call("GET", key, once)
-
-    def get_view(self, key: str, byte_range: ByteRange | None = None) -> memoryview:
-        """The body botocore read, as is (an HTTP body arrives in fresh memory either way)."""
-        return memoryview(self.get(key, byte_range))
 
     def head(self, key: str) -> ObjectMeta:
         full = self._full(key)
@@ -387,8 +390,8 @@ def _range_header(byte_range: ByteRange) -> str | None:
     return f"bytes={byte_range.start}-{byte_range.end - 1}"
 
 
-def _check_range_body(body: bytes, content_range: str | None, byte_range: ByteRange | None,
-                      source: str) -> bytes:
+def _check_range_body(body: Body, content_range: str | None, byte_range: ByteRange | None,
+                      source: str) -> Body:
     """Check a GET body against the range asked for (never trust the server to have honoured it).
 
     A 206 must carry ``Content-Range: bytes first-last/total`` matching the resolved range and the
