@@ -67,8 +67,8 @@ class MeteredObjectStore(ForwardingObjectStore):
     def _failed(self, op: str, exc: BaseException) -> None:
         self._errors.labels(op, error_kind(exc)).inc()
 
-    def _call(self, op: str, fn: Callable[[], T]) -> T:
-        self._requests[op].inc()
+    def _call(self, op: str, fn: Callable[[], T], *, requests: int = 1) -> T:
+        self._requests[op].inc(requests)
         try:
             return fn()
         except Exception as exc:
@@ -93,12 +93,7 @@ class MeteredObjectStore(ForwardingObjectStore):
             return None
 
         def views(key: str, ranges: Sequence[ByteRange]) -> list[memoryview]:
-            self._requests["get"].inc(len(ranges))
-            try:
-                return inner(key, ranges)
-            except Exception as exc:
-                self._failed("get", exc)
-                raise
+            return self._call("get", lambda: inner(key, ranges), requests=len(ranges))
 
         return views
 
