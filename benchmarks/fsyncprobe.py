@@ -5,10 +5,16 @@ alone (:func:`benchmarks.rawlimits.fsync_latency`) the disk is idle; while the l
 same disk also takes the phase's own WAL writes and, when the S3 server runs on this machine (SeaweedFS
 in the benchmark keeps its volumes on the same filesystem), the server's writes of every PUT, and every
 writer's fsyncs slow down. The probe measures the disk in that condition and nothing of s3stream: a
-separate interpreter (no GIL shared with the engine) appends ``block_bytes`` and fdatasyncs every
-``interval_s`` to a file of its own for ``seconds``, then prints its latencies as JSON. It stops by itself.
+separate interpreter (no GIL shared with the engine) runs ``threads`` writers, each appending
+``block_bytes`` to a file of its own and fdatasyncing it every ``interval_s`` for ``seconds``, then
+prints every write + fdatasync latency as JSON. It stops by itself.
 
-Run alone: ``python -m benchmarks.fsyncprobe DIR SECONDS [BLOCK_BYTES] [INTERVAL_S]``.
+Each writer keeps a schedule (starts staggered over one interval) and never bursts to catch up, exactly
+like a rate-limited producer (:class:`benchmarks.workload.Producers`): a disk stall delays each writer's
+operation in flight once, so a probe with the producers' count, block size and pace samples stalls as
+often as the appends do.
+
+Run alone: ``python -m benchmarks.fsyncprobe DIR SECONDS [BLOCK_BYTES] [INTERVAL_S] [THREADS]``.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from types import TracebackType
@@ -28,33 +35,64 @@ __all__ = ["FsyncProbe", "probe"]
 _SYNC = getattr(os, "fdatasync", os.fsync)
 
 
-def probe(directory: Path, seconds: float, block_bytes: int = 4096, interval_s: float = 0.005) -> list[float]:
-    """Append + fdatasync ``block_bytes`` every ``interval_s`` for ``seconds``; the latencies in seconds."""
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"fsync-probe-{os.getpid()}.bin"
+def _writer(path: Path, seconds: float, block_bytes: int, interval_s: float, offset_s: float) -> list[float]:
+    """One writer: append + fdatasync ``block_bytes`` on a schedule of ``interval_s``; its latencies."""
     block = os.urandom(block_bytes)
     samples: list[float] = []
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
     try:
-        end = time.perf_counter() + seconds
-        while (start := time.perf_counter()) < end:
+        now = time.perf_counter()
+        end, next_at = now + seconds, now + offset_s
+        while True:
+            time.sleep(max(0.0, next_at - time.perf_counter()))
+            start = time.perf_counter()
+            if start >= end:
+                break
             os.write(fd, block)
             _SYNC(fd)
             done = time.perf_counter()
             samples.append(done - start)
-            time.sleep(max(0.0, interval_s - (done - start)))
+            next_at = max(next_at + interval_s, done)  # keep the schedule, never burst to catch up
     finally:
         os.close(fd)
         path.unlink(missing_ok=True)
     return samples
 
 
+def probe(directory: Path, seconds: float, block_bytes: int = 4096, interval_s: float = 0.005,
+          threads: int = 1) -> list[float]:
+    """``threads`` writers, each appending + fdatasyncing ``block_bytes`` every ``interval_s`` to a file of
+    its own for ``seconds``; every latency in seconds."""
+    if threads < 1 or block_bytes < 1 or interval_s <= 0:
+        raise ValueError("the fsync probe needs threads >= 1, block_bytes >= 1 and interval_s > 0")
+    directory.mkdir(parents=True, exist_ok=True)
+    results: list[list[float]] = [[] for _ in range(threads)]
+    errors: list[BaseException] = []
+
+    def run(index: int) -> None:
+        path = directory / f"fsync-probe-{os.getpid()}-{index}.bin"
+        try:
+            results[index] = _writer(path, seconds, block_bytes, interval_s, interval_s * index / threads)
+        except BaseException as exc:  # noqa: BLE001 - re-raised below, after the other writers finish
+            errors.append(exc)
+
+    workers = [threading.Thread(target=run, args=(i,), name=f"fsync-probe-{i}") for i in range(threads)]
+    for t in workers:
+        t.start()
+    for t in workers:
+        t.join()
+    if errors:
+        raise errors[0]
+    return [x for samples in results for x in samples]
+
+
 class FsyncProbe:
     """Runs :func:`probe` in a child process for the duration of a ``with`` block (at most ``seconds``)."""
 
-    def __init__(self, directory: Path, seconds: float, *, block_bytes: int = 4096, interval_s: float = 0.005) -> None:
+    def __init__(self, directory: Path, seconds: float, *, block_bytes: int = 4096, interval_s: float = 0.005,
+                 threads: int = 1) -> None:
         self._args = [sys.executable, "-m", "benchmarks.fsyncprobe", str(directory), str(seconds), str(block_bytes),
-                      str(interval_s)]
+                      str(interval_s), str(threads)]
         self._seconds = seconds
         self._proc: subprocess.Popen[str] | None = None
         self.summary: LatencySummary | None = None
@@ -87,7 +125,8 @@ def main(argv: list[str]) -> None:
     directory, seconds = Path(argv[0]), float(argv[1])
     block = int(argv[2]) if len(argv) > 2 else 4096
     interval = float(argv[3]) if len(argv) > 3 else 0.005
-    print(json.dumps(probe(directory, seconds, block, interval)))
+    threads = int(argv[4]) if len(argv) > 4 else 1
+    print(json.dumps(probe(directory, seconds, block, interval, threads)))
 
 
 if __name__ == "__main__":

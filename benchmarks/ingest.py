@@ -12,11 +12,15 @@ costs, not ingest).
 
 Latency at half load: the same store, a fresh topic, producers rate-limited to half the sustained
 payload rate, appending ``latency_batch_records``-record batches; each append's acknowledgement
-latency (call to return: WAL fsync'd, group commit) is one sample. Meanwhile a separate process probes
-the raw fsync latency of the same disk (:mod:`benchmarks.fsyncprobe`): the disk in the phase's conditions.
-That probe (4 KiB every 5 ms) is the judged reference; a second one writes one append's bytes (the
-phase's batch of records) + fdatasync every :data:`APPEND_PROBE_INTERVAL_S`, the raw cost of making an
-append durable on that disk at that moment, reported beside it (it adds its writes to the disk's load).
+latency (call to return: WAL fsync'd, group commit) is one sample. Meanwhile separate processes probe
+the raw fsync latency of the same disk (:mod:`benchmarks.fsyncprobe`): the disk in the phase's
+conditions, with nothing of s3stream in between. The judged reference is the *appenders' probe*: as
+many writers as producers, each writing one append's payload bytes + fdatasync to a file of its own on
+the producers' schedule (same count, size and pace), so the raw fsyncs are sampled as the appends are:
+a disk stall delays every writer in flight once, as it delays every append in flight once. A single
+4 KiB writer every 5 ms is reported beside it (it records a stall once, where the appenders record it
+once per producer, so its p99 undercounts the stalls the appends see). The appenders' probe doubles the
+phase's writes to the disk; the acks are measured under that load too.
 
 Memory: peak RSS of the process over the sustained-ingest phase (producers and final flush), plus the
 peak RSS of each seal worker process (``seal.workers``; s3:// targets seal in workers, as a user's store
@@ -40,12 +44,8 @@ from benchmarks.targets import Target
 from benchmarks.workload import ProduceResult, Producers, make_batches
 from s3stream import Store, open_store
 
-__all__ = ["APPEND_PROBE_INTERVAL_S", "IngestOutcome", "engine_counters", "engine_gauges", "run_ingest",
+__all__ = ["IngestOutcome", "engine_counters", "engine_gauges", "run_ingest",
            "seal_worker_baselines", "seal_worker_pids"]
-
-#: Seconds between the append-sized probe's writes (a 256 KiB write each: ~10 MB/s more on the disk).
-APPEND_PROBE_INTERVAL_S = 0.025
-
 
 @dataclass(frozen=True, slots=True)
 class IngestOutcome:
@@ -143,12 +143,14 @@ def run_ingest(target: Target, params: Params, progress: PhaseProgress) -> Inges
         rate = 0.5 * sustained["payload_mb_per_s"] * 1e6
         store.create_topic("latency", partitions=params.partitions, config=topic_config)
         lat_logs = _warm_up(store, "latency", params.partitions, small[0])
-        probe = FsyncProbe(Path(target.wal_dir("fsync-probe")), params.latency_seconds)
+        probe_dir = Path(target.wal_dir("fsync-probe"))
+        probe = FsyncProbe(probe_dir, params.latency_seconds)
         append_bytes = params.latency_batch_records * params.record_bytes
-        append_probe = FsyncProbe(Path(target.wal_dir("fsync-probe")), params.latency_seconds,
-                                  block_bytes=append_bytes, interval_s=APPEND_PROBE_INTERVAL_S)
+        interval_s = params.producers * append_bytes / max(rate, 1.0)  # each producer's schedule (Producers.run)
+        appenders_probe = FsyncProbe(probe_dir, params.latency_seconds, block_bytes=append_bytes,
+                                     interval_s=interval_s, threads=params.producers)
         with progress.phase(f"ack latency at half load ({rate / 1e6:.1f} MB/s)", seconds=params.latency_seconds), \
-                maybe_sample(params.profile) as sampler, probe, append_probe:
+                maybe_sample(params.profile) as sampler, probe, appenders_probe:
             paced = Producers(lat_logs, small, producers=params.producers, helpers=workers).run(
                 seconds=params.latency_seconds, rate_bytes_per_s=rate)
         if sampler is not None:
@@ -157,9 +159,10 @@ def run_ingest(target: Target, params: Params, progress: PhaseProgress) -> Inges
                    "batch_records": params.latency_batch_records}
         if probe.summary is not None:
             latency["fsync_during_phase_ms"] = probe.summary.as_dict()
-        if append_probe.summary is not None:
-            latency["append_sized_fsync_during_phase_ms"] = {**append_probe.summary.as_dict(),
-                                                             "block_bytes": append_bytes}
+        if appenders_probe.summary is not None:
+            latency["appenders_fsync_during_phase_ms"] = {
+                **appenders_probe.summary.as_dict(), "block_bytes": append_bytes, "threads": params.producers,
+                "interval_ms": round(interval_s * 1e3, 3)}
     finally:
         store.close()
     return IngestOutcome(sustained, latency, memory, profiles)

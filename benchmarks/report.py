@@ -73,23 +73,36 @@ def _uncommitted_text(files: list[str] | None) -> str:
 
 
 def _probe_text(lat: dict[str, Any]) -> str:
-    probe, sized = lat.get("fsync_during_phase_ms"), lat.get("append_sized_fsync_during_phase_ms")
-    if not probe or not probe.get("count"):
-        return ""
-    text = (f"; meanwhile a separate process's 4 KiB write + fdatasync on the same disk took p50 "
-            f"{probe['p50_ms']:.2f} / p99 {probe['p99_ms']:.2f} / max {probe['max_ms']:.2f} ms "
-            f"({probe['count']} samples)")
+    parts = []
+    appenders = lat.get("appenders_fsync_during_phase_ms")
+    if appenders and appenders.get("count"):
+        parts.append(f"{appenders['threads']} writers each writing {appenders['block_bytes'] // 1024} KiB + fdatasync "
+                     f"every {appenders['interval_ms']:.1f} ms (the appenders' pattern, the judged reference) took p50 "
+                     f"{appenders['p50_ms']:.2f} / p99 {appenders['p99_ms']:.2f} / max {appenders['max_ms']:.2f} ms "
+                     f"({appenders['count']} samples)")
+    probe = lat.get("fsync_during_phase_ms")
+    if probe and probe.get("count"):
+        ratio = lat["ack_latency_ms"]["p99_ms"] / probe["p99_ms"] if probe["p99_ms"] > 0 else float("inf")
+        parts.append(f"one writer's 4 KiB write + fdatasync every 5 ms took p50 {probe['p50_ms']:.2f} / p99 "
+                     f"{probe['p99_ms']:.2f} / max {probe['max_ms']:.2f} ms ({probe['count']} samples; the ack p99 "
+                     f"is {ratio:.2f}x that p99, context)")
+    sized = lat.get("append_sized_fsync_during_phase_ms")  # results written before the appenders' probe
     if sized and sized.get("count"):
-        ratio = lat["ack_latency_ms"]["p99_ms"] / sized["p99_ms"] if sized["p99_ms"] > 0 else float("inf")
-        text += (f", and another's append-sized {sized['block_bytes'] // 1024} KiB write + fdatasync p50 "
-                 f"{sized['p50_ms']:.2f} / p99 {sized['p99_ms']:.2f} / max {sized['max_ms']:.2f} ms "
-                 f"({sized['count']} samples; the ack p99 is {ratio:.2f}x that p99, context, not the judged figure)")
-    return text
+        parts.append(f"one writer's append-sized {sized['block_bytes'] // 1024} KiB write + fdatasync took p50 "
+                     f"{sized['p50_ms']:.2f} / p99 {sized['p99_ms']:.2f} / max {sized['max_ms']:.2f} ms "
+                     f"({sized['count']} samples, context)")
+    return "; meanwhile, on the same disk, separate processes' " + ", and ".join(parts) if parts else ""
 
 
 def _fsync_reference(idle_p99_ms: float, lat: dict[str, Any]) -> tuple[float, str]:
     """The raw fsync p99 an append's latency is judged against: the disk's, probed by a separate process
-    while the phase ran (same disk, same load: benchmarks.fsyncprobe); the idle figure for older results."""
+    while the phase ran (same disk, same load: benchmarks.fsyncprobe) with the appenders' count, size and
+    pace; for older results, the single 4 KiB writer of the phase, or else the idle figure."""
+    appenders = lat.get("appenders_fsync_during_phase_ms")
+    if appenders and appenders.get("count"):
+        return float(appenders["p99_ms"]), (
+            f"raw write + fdatasync p99 ({appenders['threads']} x {appenders['block_bytes'] // 1024} KiB at the "
+            f"appends' pace, same disk during the phase; idle 4 KiB {idle_p99_ms:.3g} ms)")
     during = lat.get("fsync_during_phase_ms")
     if during and during.get("count"):
         return float(during["p99_ms"]), f"raw fsync p99 (4 KiB, same disk during the phase; idle {idle_p99_ms:.3g} ms)"
@@ -117,7 +130,8 @@ def build_figures(raw: dict[str, Any], m: dict[str, Any], settings: dict[str, An
                      details={"p50_ms": lat["ack_latency_ms"]["p50_ms"], "p999_ms": lat["ack_latency_ms"]["p999_ms"],
                               "achieved_payload_mb_per_s": lat["payload_mb_per_s"],
                               "offered_payload_mb_per_s": lat["offered_payload_mb_per_s"],
-                              "idle_fsync_p99_ms": fsync_p99}),
+                              "idle_fsync_p99_ms": fsync_p99,
+                              "fsync_4k_during_phase_p99_ms": (lat.get("fsync_during_phase_ms") or {}).get("p99_ms")}),
     ]
     for key in ("put_cost_one", "put_cost_many"):
         cost = m[key]

@@ -73,14 +73,16 @@ def test_engine_benchmark_writes_result_files_of_the_documented_shape(tmp_path: 
     assert m["latency"]["ack_latency_ms"]["count"] > 0
     probe = m["latency"]["fsync_during_phase_ms"]  # a separate process probed the disk during the phase
     assert probe["count"] > 0 and probe["p99_ms"] >= probe["p50_ms"] > 0
-    assert figures["ack_latency_p99"]["reference"] == pytest.approx(probe["p99_ms"], rel=0.01)
-    sized = m["latency"]["append_sized_fsync_during_phase_ms"]  # one append's bytes + fdatasync, for context
-    assert sized["count"] > 0 and sized["block_bytes"] == TINY["latency_batch_records"] * params.record_bytes
+    appenders = m["latency"]["appenders_fsync_during_phase_ms"]  # the producers' count, append size and pace
+    assert appenders["count"] > 0 and appenders["threads"] == params.producers
+    assert appenders["block_bytes"] == TINY["latency_batch_records"] * params.record_bytes
+    assert figures["ack_latency_p99"]["reference"] == pytest.approx(appenders["p99_ms"], rel=0.01)
+    assert figures["ack_latency_p99"]["details"]["fsync_4k_during_phase_p99_ms"] == probe["p99_ms"]
     assert figures["ack_latency_p99"]["details"]["idle_fsync_p99_ms"] == raw["fsync_latency"]["latency_ms"]["p99_ms"]
     assert {"sustained_ingest", "latency_at_half_load", "sequential_read"} <= result["profiles"].keys()
     markdown = out.with_suffix(".md").read_text()
     assert "| Sustained ingest, ack=wal, flushed to target |" in markdown and "## Raw limits" in markdown
-    assert "append-sized" in markdown
+    assert "the appenders' pattern" in markdown
     assert "Sustained ingest" in console_text.getvalue()
     assert not any(work.iterdir()), "the run's scratch directory must be removed"
 
