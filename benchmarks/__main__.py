@@ -89,8 +89,8 @@ def engine(
 @app.command()
 def run(
     target: Annotated[str, typer.Option(help="seaweedfs | file | latency:<profile> | s3://BUCKET/PREFIX?...")],
-    workloads: Annotated[str, typer.Option(help="Comma list of ingest,e2e,catchup,compaction,retention,mixed "
-                                                "(default all).")] = "all",
+    workloads: Annotated[str, typer.Option(help="Comma list of ingest,e2e,catchup,compaction,retention,mixed,"
+                                                "recovery (default all).")] = "all",
     duration: Annotated[float | None, typer.Option(help="Seconds per timed workload phase (default 60; 3 with "
                                                         "--quick).")] = None,
     quick: Annotated[bool, typer.Option(help="Smoke-sized run: seconds per phase, 16 MiB data sets.")] = False,
@@ -118,6 +118,8 @@ def run(
     compaction_mib: Annotated[int | None, typer.Option(help="MiB of keyed records compacted.")] = None,
     retention_segments: Annotated[int | None, typer.Option(help="Sealed segments the retention workload "
                                                                 "builds.")] = None,
+    recovery_entries: Annotated[int | None, typer.Option(help="Local WAL entries the recovery workload reopens "
+                                                              "(default 20,000; 2,000 with --quick).")] = None,
     out_dir: Annotated[Path, typer.Option(help="Where {slug}.json, {slug}.md and {slug}/*.png go.")]
     = Path("benchmarks/results/suite"),
     work_dir: Annotated[Path | None, typer.Option(help="Scratch parent dir (its disk holds the WAL).")] = None,
@@ -140,7 +142,7 @@ def run(
         producers=producers, batch_records=batch_records, flush_bytes=flush_bytes,
         flush_interval_ms=flush_interval_ms, consumers=consumers, rate_mb_per_s=rate, seed=seed, prices=prices,
         store_options=_options(option or []), raw_seconds=raw_seconds, retention_segments=retention_segments,
-        out_dir=out_dir, work_dir=work_dir, progress=progress,
+        recovery_entries=recovery_entries, out_dir=out_dir, work_dir=work_dir, progress=progress,
         **{k: v * MiB for k, v in sizes.items() if v is not None})
     try:
         run_suite(params, console)

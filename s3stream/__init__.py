@@ -15,14 +15,19 @@ from __future__ import annotations
 from s3stream import errors
 from s3stream.clock import Clock, ManualClock, SystemClock
 from s3stream.errors import (
+    BufferFull,
+    Closed,
     CorruptData,
     Fenced,
+    InvalidArgument,
     InvalidConfig,
     InvalidRecord,
     OffsetOutOfRange,
     PolicyViolation,
     RecordTooLarge,
     S3StreamError,
+    StoreAccessError,
+    StoreUnavailable,
     TopicExists,
     UnknownTopic,
 )
@@ -33,10 +38,13 @@ from s3stream.store import Store, open_store
 
 __all__ = [
     "AppendResult",
+    "BufferFull",
     "Clock",
+    "Closed",
     "CorruptData",
     "Fenced",
     "IdSource",
+    "InvalidArgument",
     "InvalidConfig",
     "InvalidRecord",
     "ManualClock",
@@ -48,6 +56,8 @@ __all__ = [
     "S3StreamError",
     "SegmentInfo",
     "Store",
+    "StoreAccessError",
+    "StoreUnavailable",
     "SystemClock",
     "TopicExists",
     "UnknownTopic",

@@ -26,7 +26,7 @@ from s3stream.config import (
     topic_collision_name,
     validate_topic_name,
 )
-from s3stream.errors import InvalidRequest, TopicExists, UnknownTopic
+from s3stream.errors import InvalidRequest, ObjectStoreError, StoreAccessError, TopicExists, UnknownTopic
 from s3stream.ids import IdSource
 from s3stream.manifest.topicdoc import TopicDoc, topic_store
 from s3stream.manifest.topicindex import TopicIndex, topic_index_store
@@ -71,7 +71,15 @@ class TopicCatalog:
             hit = self._docs.get(name)
         if hit is not None and not refresh and self._clock.monotonic() - hit[1] < self._refresh_s:
             return hit[0]
-        doc = self._vstore(name).load_latest()
+        try:
+            doc = self._vstore(name).load_latest()
+        except (ObjectStoreError, StoreAccessError):
+            if hit is None or refresh:
+                raise
+            # an unreachable store must not fail appends that the local WAL can acknowledge: keep the
+            # cached document (a periodic refresh, not an explicit one) and try again after refresh_s
+            self._remember(name, hit[0])
+            return hit[0]
         self._remember(name, doc)
         return doc
 

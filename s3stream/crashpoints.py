@@ -33,6 +33,7 @@ class CrashPoints:
         self._armed: dict[str, int] = {}
         self._hits: dict[str, int] = {}
         self._lock = threading.Lock()
+        self._crashed = False
 
     def arm(self, point: str, *, after: int = 0) -> None:
         """Crash at the ``after + 1``-th hit of ``point``."""
@@ -46,6 +47,12 @@ class CrashPoints:
                 self._armed.clear()
             else:
                 self._armed.pop(point, None)
+
+    @property
+    def crashed(self) -> bool:
+        """Whether a point fired: the simulated process is dead, so its close must write nothing more."""
+        with self._lock:
+            return self._crashed
 
     def hits(self, point: str) -> int:
         """How often ``point`` was reached."""
@@ -63,6 +70,7 @@ class CrashPoints:
                 self._armed[point] = remaining - 1
                 return
             del self._armed[point]
+            self._crashed = True
         raise SimulatedCrash(point)
 
 

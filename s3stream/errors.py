@@ -6,7 +6,10 @@ Tree (``retriable`` says whether retrying the same call may succeed)::
     ├── InvalidRequest                   the caller's input is wrong; fix it
     │   ├── InvalidConfig                a config key/value breaks a rule (message names key and rule)
     │   ├── InvalidTopic                 a topic name breaks Kafka's naming rules
+    │   ├── InvalidArgument              an argument has the wrong type or an impossible value (read("a"));
+    │   │                                also a TypeError and a ValueError
     │   ├── InvalidRecord                a record is not acceptable (e.g. null key on a compacted topic)
+    │   │   └── MalformedRecord          a Record field of the wrong type or range (also InvalidArgument)
     │   ├── RecordTooLarge               a record or batch exceeds max.message.bytes
     │   ├── OffsetOutOfRange             below the log start offset or above the log end offset
     │   ├── UnknownTopic                 no such topic or partition
@@ -14,9 +17,17 @@ Tree (``retriable`` says whether retrying the same call may succeed)::
     │   └── PolicyViolation              the topic's policy forbids this (DeleteRecords on compact-only)
     ├── Fenced                           a newer writer/cleaner owns this; stop, never retry
     ├── CorruptData                      bytes failed a checksum/bounds/version check; quarantine
+    │   └── LocalWalCorrupt              the local WAL holds damage a crash does not explain; open refused,
+    │                                    nothing changed (names file, byte offset): `s3stream wal quarantine`
+    ├── LocalWalUnavailable              the local WAL directory cannot be written or read (read-only,
+    │   │                                permission, I/O error): fix the disk, then reopen the store
+    │   └── LocalWalFull                 no space left for the local WAL (retriable: appends resume by
+    │                                    themselves once space returns)
     ├── Closed                           the store or log was closed
     ├── UnsafeStore                      the object store's conditional writes are broken (probe finding)
     ├── StoreAccessError                 endpoint/bucket/credentials problem (names endpoint and bucket)
+    ├── StoreUnavailable                 ack=s3: the object store is unreachable for now (retriable)
+    ├── BufferFull                       appends waited max.block.ms for buffer room (retriable)
     ├── ObjectStoreError                 object store adapter errors
     │   ├── ObjectNotFound               (also a FileNotFoundError)
     │   ├── PreconditionFailed           a conditional write lost (412 or 409)
@@ -35,16 +46,22 @@ from __future__ import annotations
 from typing import ClassVar
 
 __all__ = [
+    "BufferFull",
     "Closed",
     "CommitConflict",
     "CommitTimeout",
     "CorruptData",
     "Fenced",
     "InternalError",
+    "InvalidArgument",
     "InvalidConfig",
     "InvalidRecord",
     "InvalidRequest",
     "InvalidTopic",
+    "LocalWalCorrupt",
+    "LocalWalFull",
+    "LocalWalUnavailable",
+    "MalformedRecord",
     "ObjectNotFound",
     "ObjectStoreError",
     "OffsetOutOfRange",
@@ -53,6 +70,7 @@ __all__ = [
     "RecordTooLarge",
     "S3StreamError",
     "StoreAccessError",
+    "StoreUnavailable",
     "Throttled",
     "TopicExists",
     "TransientError",
@@ -85,6 +103,18 @@ class InvalidTopic(InvalidRequest):
 
 class InvalidRecord(InvalidRequest):
     """A record cannot be appended (for example a null key on a compacted topic)."""
+
+
+class InvalidArgument(InvalidRequest, TypeError, ValueError):
+    """An argument has the wrong type or an impossible value (``read("a")``, ``max_bytes=-1``); fix the call.
+
+    Also a TypeError and a ValueError, so code written for Python's conventions catches it too.
+    """
+
+
+class MalformedRecord(InvalidRecord, InvalidArgument):
+    """A :class:`~s3stream.records.Record` was built from a field of the wrong type or range (an int
+    header value, a bool timestamp); raised when the Record is built, before any append."""
 
 
 class RecordTooLarge(InvalidRequest):
@@ -124,6 +154,41 @@ class CorruptData(S3StreamError):
     def __init__(self, message: str, *, source: str | None = None) -> None:
         super().__init__(f"{source}: {message}" if source else message)
         self.source = source
+
+
+class LocalWalCorrupt(CorruptData):
+    """The local WAL holds damage a crash does not explain (entries after it may have been acknowledged).
+
+    The store refuses to open it and changes nothing; ``path`` and ``offset`` say where the damage starts,
+    ``directory`` is the node's WAL directory to quarantine (``s3stream wal quarantine DIRECTORY``).
+    """
+
+    def __init__(self, message: str, *, directory: str | None = None, path: str | None = None,
+                 offset: int | None = None) -> None:
+        super().__init__(message)  # the message names the path already
+        self.source = path
+        self.directory = directory
+        self.path = path
+        self.offset = offset
+
+
+class LocalWalUnavailable(S3StreamError):
+    """The local WAL directory cannot be used: read-only, permission denied, an I/O error.
+
+    Fix the disk or the directory, then reopen the store (restart the process); ``errno`` is the OS
+    error's number when one caused it.
+    """
+
+    def __init__(self, message: str, *, directory: str | None = None, errno: int | None = None) -> None:
+        super().__init__(message)
+        self.directory = directory
+        self.errno = errno
+
+
+class LocalWalFull(LocalWalUnavailable):
+    """No space left on the local WAL's disk (or quota); retry: appends resume once space returns."""
+
+    retriable = True
 
 
 class Closed(S3StreamError):
@@ -178,3 +243,24 @@ class CommitTimeout(S3StreamError):
 
 class InternalError(S3StreamError):
     """An invariant of s3stream itself was broken: a bug."""
+
+
+class StoreUnavailable(S3StreamError):
+    """The object store cannot be reached right now; retry later, the node keeps retrying by itself.
+
+    With ``ack=s3`` an append raises it when its WAL object was not committed within ``max.block.ms``
+    (its records stay in the local WAL and may still be committed: a retry can duplicate them), and at
+    once, writing nothing, while uploads have been failing for longer than that.
+    """
+
+    retriable = True
+
+
+class BufferFull(S3StreamError):
+    """An append waited ``max.block.ms`` for room in ``buffer.bytes``; nothing was written: retry later.
+
+    The buffer drains as WAL objects are committed, so this means uploads lag behind appends (an
+    object-store outage, or more load than the store takes).
+    """
+
+    retriable = True

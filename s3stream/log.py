@@ -35,6 +35,7 @@ from s3stream import layout
 from s3stream.config import TopicConfig
 from s3stream.errors import (
     CorruptData,
+    InvalidArgument,
     InvalidRecord,
     ObjectNotFound,
     OffsetOutOfRange,
@@ -42,17 +43,29 @@ from s3stream.errors import (
     RecordTooLarge,
     UnknownTopic,
 )
+from s3stream.localwal import append_failed
 from s3stream.manifest.intents import add_segment, advance_log_start
 from s3stream.manifest.model import Epoch, FrozenMap, Manifest, SegmentRef, WalCursor
 from s3stream.manifest.versioned import ManifestStore, manifest_store, writer_fence
 from s3stream.readpath import LogView, MemBatch, read_table
-from s3stream.records import AppendResult, PreparedColumns, Record, SegmentInfo, prepare_columns, records_from_batch
+from s3stream.records import (
+    INT64_MAX,
+    INT64_MIN,
+    AppendResult,
+    PreparedColumns,
+    Record,
+    SegmentInfo,
+    int_arg,
+    prepare_columns,
+    records_from_batch,
+)
 from s3stream.roll import ActiveStats, should_roll
 from s3stream.sealing import read_chunks, segment_ref, write_segment_stream
 from s3stream.sealjob import SealJob
 from s3stream.uploader import BufferedAppend
 from s3stream.walentry import AppendEntry, RollEntry, encode_entry
 from s3stream.walscan import ChunkRef, contiguous_chunks
+from wal import WalError
 
 if TYPE_CHECKING:
     import concurrent.futures
@@ -187,18 +200,29 @@ class PartitionLog:
         """Append ``records`` as one atomic batch at consecutive offsets; return where they landed.
 
         Raises InvalidRecord (e.g. a null key on a compacted topic; nothing of the batch is appended),
-        RecordTooLarge (a record or the batch over ``max.message.bytes``), Fenced, UnknownTopic.
+        RecordTooLarge (a record or the batch over ``max.message.bytes``), Fenced, UnknownTopic;
+        InvalidArgument when ``records`` is not an iterable (``append(None)``), Closed after ``close()``;
+        retriable: BufferFull (no room in ``buffer.bytes`` within ``max.block.ms``, nothing written) and,
+        with ``ack=s3``, StoreUnavailable (the object store is unreachable: see docs/operations.md).
         """
         started = self._rt.clock.monotonic()
-        recs = list(records)
+        self._rt._check_open()
+        try:
+            items = iter(records)
+        except TypeError:
+            raise InvalidArgument(f"append takes an iterable of Records (a list), not "
+                                  f"{type(records).__name__}") from None
+        recs = list(items)
         if not recs:
             raise InvalidRecord("append needs at least one record")
         cfg = self._config()
         now = self._rt.clock.now_ms()
         cols, max_ts, nbytes = _validate(recs, cfg, now)
         node = self._rt.node_runtime()
-        node.uploader.wait_for_room(nbytes)
         ack_s3 = self._rt.settings.ack == "s3"
+        if ack_s3:
+            node.uploader.check_available()  # a long outage: refuse before anything is written
+        node.uploader.wait_for_room(nbytes)
         with self._lock:
             w = self._ensure_writer(node)
             base = w.leo
@@ -218,9 +242,12 @@ class PartitionLog:
         if roll:
             self._rt.request_seal(self)
         if s3_future is not None:
-            s3_future.result()
+            node.uploader.wait_committed(s3_future)
         elif wal_future is not None:
-            wal_future.result()
+            try:
+                wal_future.result()
+            except WalError as exc:  # a full disk, an I/O error: typed, and a full disk resumes by itself
+                raise append_failed(node, exc) from exc
         self._rt.metrics.appended(self._topic, len(recs), nbytes)
         self._rt.metrics.ack_latency.observe(self._rt.clock.monotonic() - started)
         return AppendResult(base, last)
@@ -228,13 +255,22 @@ class PartitionLog:
     def read(self, offset: int, max_records: int | None = None, max_bytes: int | None = None) -> list[Record]:
         """Records at offsets >= ``offset`` in offset order, up to ``max_records``/``max_bytes``.
 
-        Returns ``[]`` only at the log end; inside a compaction gap returns the next records.
-        Raises OffsetOutOfRange below the log start or above the log end.
+        Returns ``[]`` only at the log end; inside a compaction gap returns the next records. As in Kafka,
+        at least one record comes back when one exists, even if it alone exceeds ``max_bytes`` (0 included).
+        Raises OffsetOutOfRange below the log start or above the log end; InvalidArgument for an offset or
+        budget that is not an int (bools too) or a negative ``max_bytes``; Closed after ``close()``.
         """
         return records_from_batch(self.read_arrow(offset, max_records=max_records, max_bytes=max_bytes))
 
     def read_arrow(self, offset: int, *, max_records: int | None = None, max_bytes: int | None = None) -> pa.Table:
         """Like :meth:`read`, as an Arrow table of ``records.RECORD_SCHEMA`` (the fast path)."""
+        self._rt._check_open()  # a closed store's caches and WAL are gone: never serve from them
+        offset = int_arg("offset", offset)
+        if max_records is not None:
+            max_records = int_arg("max_records", max_records)
+        if max_bytes is not None:
+            # the read path stops at a budget of 0 before its first record: 1 keeps Kafka's "at least one"
+            max_bytes = max(1, int_arg("max_bytes", max_bytes, minimum=0))
         self._live_doc()  # a handle kept across delete_topic must not serve the deleted data
         if max_records is not None and max_records <= 0:
             return pa.Table.from_batches([], schema=_schema())
@@ -350,7 +386,12 @@ class PartitionLog:
         return self._view().log_end_offset
 
     def offset_for_timestamp(self, timestamp: int) -> int | None:
-        """The earliest offset whose record timestamp is >= ``timestamp``, or None."""
+        """The earliest offset whose record timestamp is >= ``timestamp``, or None.
+
+        Raises InvalidArgument for a ``timestamp`` that is not an int in int64 range; Closed after ``close()``.
+        """
+        self._rt._check_open()
+        timestamp = int_arg("timestamp", timestamp, minimum=INT64_MIN, maximum=INT64_MAX)
         view = self._view()
         for seg in view.segments:
             if seg.last_offset < view.log_start_offset or seg.max_timestamp < timestamp:
@@ -387,8 +428,11 @@ class PartitionLog:
 
         Never moves backwards; raises OffsetOutOfRange past the log end and PolicyViolation on a topic
         whose cleanup.policy lacks ``delete`` (rule R8). Segments wholly below the new start are deleted
-        by the next retention pass; reads below it fail at once.
+        by the next retention pass; reads below it fail at once. InvalidArgument for a ``before_offset``
+        that is not an int (``None``, a bool); Closed after ``close()``.
         """
+        self._rt._check_open()
+        before_offset = int_arg("before_offset", before_offset)
         cfg = self._config(refresh=True)
         if not cfg.delete:
             raise PolicyViolation(f"DeleteRecords is not allowed on {self._topic!r}: cleanup.policy="
@@ -422,7 +466,8 @@ class PartitionLog:
         rolls: tuple[int, ...] = ()
         m = self.manifest(refresh=False)
         if m.wal is not None and view.chunks:
-            _, rolls = contiguous_chunks(self._rt.walindex.scan(m.wal), self.log_id, view.next_offset)
+            _, rolls = contiguous_chunks(self._rt.walindex.scan(m.wal), self.log_id, view.next_offset,
+                                         from_seq=m.wal.from_seq)
         unsealed = _split_unsealed(view.chunks, rolls, view.next_offset, 0, 0,
                                    lambda ref: self._rt.chunks.get(ref, self.log_id))
         out.extend(SegmentInfo(u.base_offset, u.end_offset - 1, u.size_bytes, u.record_count, u.max_timestamp,
@@ -461,7 +506,8 @@ class PartitionLog:
         # call for a sequential consumer): its view ends at the sealed end, and the read that crosses it
         # asks again
         if m.wal is not None and (for_offset is None or for_offset >= m.next_offset):
-            chunks, _ = contiguous_chunks(self._rt.walindex.scan(m.wal), self.log_id, m.next_offset)
+            chunks, _ = contiguous_chunks(self._rt.walindex.scan(m.wal), self.log_id, m.next_offset,
+                                          from_seq=m.wal.from_seq)
         leo = chunks[-1].chunk.last_offset + 1 if chunks else m.next_offset
         return LogView(m.log_start_offset, leo, m.next_offset, m.segments, tuple(chunks))
 
@@ -475,10 +521,13 @@ class PartitionLog:
         base = int(batch.column(0)[0].as_py())
         with node.append_lock:
             node.uploader.check()
-            if roll:
-                node.wal.append_async(encode_entry(RollEntry(self.log_id, base)))
-            local_seq = node.wal.next_seq
-            wal_future = node.wal.append_async(encode_entry(AppendEntry(self.log_id, batch)))
+            try:
+                if roll:
+                    node.wal.append_async(encode_entry(RollEntry(self.log_id, base)))
+                local_seq = node.wal.next_seq
+                wal_future = node.wal.append_async(encode_entry(AppendEntry(self.log_id, batch)))
+            except WalError as exc:  # the writer stopped earlier: nothing of this batch was queued
+                raise append_failed(node, exc) from exc
             node.uploader.add(BufferedAppend(self.log_id, batch, nbytes, local_seq, (base,) if roll else (),
                                              s3_future))
         return wal_future, s3_future
@@ -488,7 +537,10 @@ class PartitionLog:
         manifest before ``roll()`` returns; a crash before that loses only an unacknowledged boundary."""
         with node.append_lock:
             node.uploader.check()
-            node.wal.append_async(encode_entry(RollEntry(self.log_id, base_offset)))
+            try:
+                node.wal.append_async(encode_entry(RollEntry(self.log_id, base_offset)))
+            except WalError as exc:
+                raise append_failed(node, exc) from exc
 
     def _roll_locked(self, w: _Writer, cfg: TopicConfig, now_ms: int) -> None:
         w.pending.append(w.active)
@@ -531,6 +583,11 @@ class PartitionLog:
             w.chunks.append(ref)
             w.unflushed_from = max(w.unflushed_from, last_offset + 1)
 
+    def published_end(self) -> int | None:
+        """The end of this node's records in committed WAL objects (None when not the writer here)."""
+        with self._lock:
+            return None if self._w is None else self._w.unflushed_from
+
     def evict_memory(self, want_bytes: int) -> int:
         """Drop flushed batches from the tail cache (oldest first); return the bytes freed."""
         freed = 0
@@ -544,8 +601,19 @@ class PartitionLog:
             w.memory_bytes -= freed
         return freed
 
+    def recovery_end(self) -> int:
+        """Claim this partition for the recovering node (once) and return where its log ends in the bucket:
+        local WAL entries below it are skipped without being replayed (or costing a request)."""
+        node = self._rt.node_runtime()
+        with self._lock:
+            return self._ensure_writer(node).leo
+
     def recover_entry(self, entry: AppendEntry | RollEntry, local_seq: int) -> bool:
-        """Replay one local WAL entry after a restart; False when the bucket already holds it."""
+        """Replay one local WAL entry after a restart; False when the bucket already holds it.
+
+        Entries must come in local WAL order; CorruptData when one starts past the log's end (records the
+        bucket and the replayed entries both lack).
+        """
         node = self._rt.node_runtime()
         with self._lock:
             w = self._ensure_writer(node)
@@ -590,6 +658,13 @@ class PartitionLog:
         """Seal every rolled segment, oldest first (rule: manifest segments stay contiguous)."""
         with self._seal_lock:
             while True:
+                with self._lock:
+                    waiting = self._w
+                    if waiting is None or not waiting.pending:
+                        return
+                # a stale manifest is re-read here, not under the lock below: appends wait for that lock, and
+                # in an object-store outage the read takes the store's whole retry time
+                self._view()
                 with self._lock:
                     w = self._w
                     if w is None or not w.pending:

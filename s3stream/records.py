@@ -19,6 +19,8 @@ flush, read, compaction) move ``pyarrow.RecordBatch`` values and never loop over
 
 from __future__ import annotations
 
+import operator
+import reprlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -26,8 +28,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from s3stream.errors import InvalidArgument, MalformedRecord
+
 __all__ = [
     "HEADER_TYPE",
+    "INT64_MAX",
+    "INT64_MIN",
     "RECORD_SCHEMA",
     "AppendResult",
     "PreparedColumns",
@@ -37,6 +43,7 @@ __all__ = [
     "batch_nbytes",
     "binary_column",
     "concat",
+    "int_arg",
     "prepare_columns",
     "records_from_batch",
 ]
@@ -55,6 +62,31 @@ RECORD_SCHEMA = pa.schema([
     pa.field("horizon_ms", pa.int64()),
 ])
 
+#: The range of a timestamp (and of any int64 column): a Python int outside it would fail inside Arrow.
+INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
+
+
+def int_arg(name: str, value: object, *, minimum: int | None = None, maximum: int | None = None) -> int:
+    """``value`` as an int argument of a public call, else :class:`InvalidArgument` naming ``name``.
+
+    Any integer (numpy's too) is taken; a bool is refused (``True`` is no offset), as is anything else,
+    so a wrong argument fails here, typed, instead of deep in Arrow or as a bare comparison error. O(1).
+    """
+    if type(value) is int:
+        number = value
+    elif isinstance(value, bool | np.bool_):
+        raise InvalidArgument(f"{name} must be an int, not a bool ({value!r})")
+    else:
+        try:
+            number = operator.index(value)  # type: ignore[arg-type]  # refuses what is not an integer
+        except TypeError:
+            raise InvalidArgument(f"{name} must be an int, not {type(value).__name__} "
+                                  f"{reprlib.repr(value)}") from None
+    if (minimum is not None and number < minimum) or (maximum is not None and number > maximum):
+        bounds = f"[{'' if minimum is None else minimum}, {'' if maximum is None else maximum}]"
+        raise InvalidArgument(f"{name} {number} is out of range {bounds}")
+    return number
+
 
 @dataclass(frozen=True, slots=True)
 class Record:
@@ -71,23 +103,62 @@ class Record:
     offset: int | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
+        """Check and snapshot the fields here, once per Record, so append never meets a wrong type.
+
+        Raises MalformedRecord (an InvalidRecord, also a TypeError/ValueError): a key or value that is not
+        bytes; a timestamp that is not an int in int64 range (a bool is refused); headers that are not
+        (str, bytes) pairs (``bytes(7)`` would have stored seven zero bytes, ``bytes(10**10)`` 10 GB).
+        """
         for name in ("key", "value"):
             data = getattr(self, name)
             if data is None or type(data) is bytes:
                 continue
             if not isinstance(data, bytes | bytearray | memoryview):
-                raise TypeError(f"Record.{name} must be bytes or None, not {type(data).__name__}")
+                raise MalformedRecord(f"Record.{name} must be bytes or None, not {type(data).__name__}")
             # a snapshot: the caller may reuse its buffer, and len() of bytes is the byte count
             object.__setattr__(self, name, bytes(data))
-        if self.timestamp is not None and not isinstance(self.timestamp, int):
-            raise TypeError("Record.timestamp must be an int (ms since the epoch) or None")
-        if not isinstance(self.headers, tuple) or any(not isinstance(h, tuple) for h in self.headers):
-            object.__setattr__(self, "headers", tuple((str(k), bytes(v)) for k, v in self.headers))
+        ts = self.timestamp
+        if ts is not None and (type(ts) is not int or not INT64_MIN <= ts <= INT64_MAX):
+            try:
+                ts = int_arg("Record.timestamp", ts, minimum=INT64_MIN, maximum=INT64_MAX)
+            except InvalidArgument as exc:
+                raise MalformedRecord(f"{exc} (ms since the epoch, or None for the store's clock)") from None
+            object.__setattr__(self, "timestamp", ts)
+        headers: object = self.headers  # callers outside mypy pass anything
+        if type(headers) is not tuple:
+            object.__setattr__(self, "headers", () if headers is None else _checked_headers(headers))
+            return
+        for h in headers:  # the common case, (str, bytes) tuples, is only looked at (a plain loop: fastest)
+            if type(h) is not tuple or len(h) != 2 or type(h[0]) is not str or type(h[1]) is not bytes:
+                object.__setattr__(self, "headers", _checked_headers(headers))
+                return
 
     @property
     def size_bytes(self) -> int:
         """The bytes this record counts against ``max.message.bytes`` (key + value + headers + 21)."""
         return _record_size(self.key, self.value, self.headers)
+
+
+def _checked_headers(headers: object) -> tuple[tuple[str, bytes], ...]:
+    """``headers`` as a tuple of (str, bytes) pairs (bytes-like values snapshotted), else MalformedRecord."""
+    if isinstance(headers, str | bytes | bytearray | memoryview) or not isinstance(headers, Iterable):
+        raise MalformedRecord(f"Record.headers must be a sequence of (str, bytes) pairs, not {type(headers).__name__}")
+    out: list[tuple[str, bytes]] = []
+    for i, pair in enumerate(headers):
+        if type(pair) is tuple and len(pair) == 2 and type(pair[0]) is str and type(pair[1]) is bytes:
+            out.append(pair)
+            continue
+        if not isinstance(pair, tuple | list) or len(pair) != 2:
+            raise MalformedRecord(f"Record.headers[{i}] must be a (str, bytes) pair, not {reprlib.repr(pair)}")
+        key, value = pair
+        if type(key) is not str:
+            raise MalformedRecord(f"Record.headers[{i}] key must be a str, not {type(key).__name__}")
+        if type(value) is not bytes:
+            if not isinstance(value, bytes | bytearray | memoryview):
+                raise MalformedRecord(f"Record.headers[{i}] ({key!r}) value must be bytes, not {type(value).__name__}")
+            value = bytes(value)
+        out.append((key, value))
+    return tuple(out)
 
 
 def _record_size(key: bytes | None, value: bytes | None, headers: Sequence[tuple[str, bytes]]) -> int:

@@ -9,18 +9,29 @@ acknowledged record becomes visible again.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import re
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from s3stream import layout
 from s3stream.catalog import TopicCatalog
 from s3stream.clock import Clock
 from s3stream.crashpoints import CrashPoints
-from s3stream.errors import Closed, CommitConflict, Fenced, InvalidConfig, S3StreamError, UnknownTopic
+from s3stream.errors import (
+    Closed,
+    CommitConflict,
+    Fenced,
+    InvalidConfig,
+    PreconditionFailed,
+    S3StreamError,
+    UnknownTopic,
+)
 from s3stream.ids import IdSource
+from s3stream.localwal import open_wal, wal_errors
 from s3stream.log import PartitionLog
 from s3stream.metrics import StoreMetrics
 from s3stream.node import claim_namespace, pick_node_directory
@@ -29,9 +40,10 @@ from s3stream.readpath import ChunkCache, SegmentReaderCache
 from s3stream.sealworker import SealWorkers
 from s3stream.settings import StoreSettings
 from s3stream.uploader import BufferedAppend, FlushedObject, Uploader
-from s3stream.walentry import decode_entry
+from s3stream.walentry import AppendEntry, RollEntry, decode_entry
+from s3stream.walobject import encode_fence_object
 from s3stream.walscan import ChunkRef, WalIndexCache
-from wal import WalLocked, WalWriter
+from wal import WalEntry, WalError, WalLocked, WalWriter
 
 __all__ = ["NodeRuntime", "Runtime"]
 
@@ -55,9 +67,11 @@ class NodeRuntime:
         self.uploader = Uploader(runtime.objstore, node_id=node_id, first_seq=fence_seq + 1,
                                  flush_interval_ms=s.flush_interval_ms, flush_bytes=s.flush_bytes,
                                  buffer_bytes=s.buffer_bytes, clock=runtime.clock, ids=runtime.ids,
-                                 crash_points=runtime.crash, on_flushed=self._on_flushed, trim_local=wal.trim,
+                                 crash_points=runtime.crash, on_flushed=self._on_flushed, trim_local=self._trim_local,
                                  stale_after_s=max(1.0, s.orphan_min_age_ms / 6000.0),
-                                 upload_concurrency=s.upload_concurrency)
+                                 upload_concurrency=s.upload_concurrency, max_block_ms=s.max_block_ms,
+                                 retry_backoff_ms=s.upload_retry_backoff_ms,
+                                 retry_backoff_max_ms=s.upload_retry_backoff_max_ms)
 
     def register(self, plog: PartitionLog) -> None:
         with self._logs_lock:
@@ -66,6 +80,14 @@ class NodeRuntime:
     def logs(self) -> list[PartitionLog]:
         with self._logs_lock:
             return list(self._logs.values())
+
+    def _trim_local(self, upto_seq: int) -> None:
+        """Trim the local WAL after a publish; a failure only delays it (the next trim covers more)."""
+        try:
+            self.wal.trim(upto_seq)
+        except WalError as exc:
+            log.warning("node %s: trimming the local WAL failed, it is retried at the next publish: %s",
+                        self.node_id, exc)
 
     def _on_flushed(self, obj: FlushedObject, items: list[BufferedAppend]) -> None:
         self.runtime.walindex.put(obj.key, obj.index)
@@ -80,10 +102,26 @@ class NodeRuntime:
     def close(self) -> None:
         try:
             self.uploader.close(self.runtime.settings.commit_timeout_ms / 1000.0)
+            self._write_close_marker()
         finally:
             for plog in self.logs():
                 plog.detach()
             self.wal.close()
+
+    def _write_close_marker(self) -> None:
+        """After the last upload: a fence object recording where each log's records end, so a WAL object
+        deleted later (even the newest) reads as lost data instead of a shorter log (walscan)."""
+        rt = self.runtime
+        ends = [(plog.log_id, end) for plog in self.logs() if (end := plog.published_end()) is not None]
+        if not ends or rt.crash.crashed:
+            return
+        seq = self.uploader.lowest_unpublished_seq
+        body = encode_fence_object(node_id=self.node_id, seq=seq, created_ms=rt.clock.now_ms(),
+                                   committed=(self.fence_seq, seq), ends=ends)
+        try:
+            rt.objstore.put(layout.wal_key(self.node_id, seq), body, if_none_match=True)
+        except PreconditionFailed:
+            log.info("node %s: no close marker, another process fenced it", self.node_id)
 
 
 class Runtime:
@@ -185,12 +223,13 @@ class Runtime:
         s = self.settings
         wal: WalWriter | None = None
         chosen = None
-        for cand in pick_node_directory(self.wal_root, self.ids, self.clock.now_ms(), self._node_id_setting()):
+        with wal_errors(self.wal_root, os_errors=True):  # a read-only WAL root is a typed error too
+            candidates = pick_node_directory(self.wal_root, self.ids, self.clock.now_ms(), self._node_id_setting())
+        for cand in candidates:
             if only_existing and not cand.reused:
                 return
             try:
-                wal = WalWriter(cand.path, file_bytes=s.wal_file_bytes, fsync=s.wal_fsync,
-                                recycle=s.wal_recycle)
+                wal = open_wal(cand.path, s)  # WAL errors come out as S3StreamError (s3stream.localwal)
             except WalLocked:
                 if self._node_id_setting() is not None:
                     raise InvalidConfig(f"node {self._node_id_setting()!r}: its WAL directory {cand.path} is in use "
@@ -207,7 +246,8 @@ class Runtime:
             raise
         node = self._node = NodeRuntime(self, chosen.node_id, wal, fence)
         log.info("node %s opened (WAL %s, fence seq %d)", chosen.node_id, chosen.path, fence)
-        self._recover(node)
+        with wal_errors(chosen.path):
+            self._recover(node)
         self._ready_node = node
 
     def recover_leftovers(self) -> None:
@@ -224,34 +264,25 @@ class Runtime:
                 self._open_node(only_existing=True)
 
     def _recover(self, node: NodeRuntime) -> None:
-        replayed = 0
-        skipped_logs: set[str] = set()
-        checked_logs: set[str] = set()
-        for entry in node.wal.entries():
-            decoded = decode_entry(entry.payload, source=f"local WAL of {node.node_id}, entry {entry.seq}")
-            if decoded.log_id in skipped_logs:
-                continue
-            plog = self.partition_for_log_id(decoded.log_id)
-            if plog is None:
-                skipped_logs.add(decoded.log_id)
-                continue
-            if decoded.log_id not in checked_logs:
-                checked_logs.add(decoded.log_id)
-                owner = plog.writer_owner()
-                if owner is not None and owner != node.node_id:
-                    # another node claimed the partition after us, so it fenced this node: what the
-                    # local WAL still holds for it was never in the bucket and its offsets now belong
-                    # to the new writer; replaying it would steal the partition back and clash
-                    log.error("recovery of %s skipped: the partition is now written by %s, which fenced "
-                              "node %s; its records only in this local WAL are lost",
-                              decoded.log_id, owner, node.node_id)
-                    skipped_logs.add(decoded.log_id)
-                    continue
-            try:
-                replayed += plog.recover_entry(decoded, entry.seq)
-            except (Fenced, CommitConflict) as exc:
-                log.error("recovery of %s stopped: %s", decoded.log_id, exc)
-                skipped_logs.add(decoded.log_id)
+        """Replay the local WAL from its trim point at O(partitions) requests, not O(entries).
+
+        Entries below the trim point are in published WAL objects (the uploader trims after each publish, a
+        clean close trims everything), so they are not even read. Each log of the rest is resolved and
+        claimed once, and an entry the bucket already holds is skipped by its offsets alone. Should the
+        bucket lack records the trim point covers (a WAL object deleted while this node was down), the
+        older entries of those logs are replayed too, as long as the local WAL still holds them.
+        """
+        wal = node.wal
+        start = wal.trim_seq
+        replay = _Replay(self, node)
+        pending = replay.unpublished(wal.entries(start))
+        gaps = replay.gaps(pending)
+        if gaps and start > wal.first_seq:
+            log.warning("node %s: the bucket lacks records of %s below the local WAL's trim point; replaying "
+                        "them from the local WAL", node.node_id, ", ".join(sorted(gaps)))
+            older = itertools.takewhile(lambda e: e.seq < start, wal.entries(0))
+            pending = replay.unpublished(older, only=gaps) + pending
+        replayed = replay.run(pending)
         if replayed:
             log.info("node %s: replayed %d WAL entries not yet in object storage", node.node_id, replayed)
         node.uploader.flush()
@@ -266,6 +297,24 @@ class Runtime:
                 self.request_seal(plog)
                 continue
             plog.detach()
+
+    @staticmethod
+    def _trim_published(node: NodeRuntime) -> None:
+        """At close, once every append is in a WAL object and every roll sealed: trim the whole local WAL,
+        so the next open replays nothing (the uploader's trims stop at the last published append; a roll
+        marker after it would still make the next open claim its partition)."""
+        with node.append_lock:  # no append can slip in between the check and the trim
+            try:
+                node.uploader.check()
+            except S3StreamError:
+                return  # failed or fenced: what it did not publish stays for the next open
+            if node.uploader.buffered_bytes or any(plog.has_pending_seals() for plog in node.logs()):
+                return
+            try:
+                node.wal.trim(node.wal.next_seq - 1)
+            except WalError as exc:
+                log.warning("node %s: cannot trim the local WAL at close, the next open replays it: %s",
+                            node.node_id, exc)
 
     # -- background work ---------------------------------------------------------------------------
 
@@ -321,6 +370,8 @@ class Runtime:
         self.manifest_probes.shutdown(wait=True)
         if self.seal_workers is not None:
             self.seal_workers.close()
+        if node is not None and not errors:
+            self._trim_published(node)
         if node is not None:
             try:
                 node.close()
@@ -420,3 +471,89 @@ def _seal_safely(plog: PartitionLog, failures: dict[str, int], sleep: Callable[[
         log.warning("sealing %s failed (attempt %d): %s", plog.log_id, n, exc)
         sleep(min(0.1 * 2**n, 10.0))
         return n < 50
+
+
+class _Replay:
+    """One recovery's logs: each resolved, checked and claimed once, then its unpublished entries replayed.
+
+    Entries are decoded once and kept only when the bucket lacks their records (at most what was buffered
+    but not yet published at the crash), so a gap can still be filled from older entries before anything is
+    buffered: the uploader then sees the entries in local WAL order, which its trims rely on.
+    """
+
+    def __init__(self, rt: Runtime, node: NodeRuntime) -> None:
+        self._rt = rt
+        self._node = node
+        self._logs: dict[str, PartitionLog] = {}
+        self._ends: dict[str, int] = {}  # each claimed log's end in the bucket
+        self._skipped: set[str] = set()
+
+    def _end(self, log_id: str) -> int | None:
+        """Where ``log_id`` ends in the bucket (claiming it), or None when it is not to be replayed."""
+        if log_id in self._skipped:
+            return None
+        end = self._ends.get(log_id)
+        if end is not None:
+            return end
+        plog = self._rt.partition_for_log_id(log_id)
+        if plog is None:  # topic deleted (or re-created)
+            self._skipped.add(log_id)
+            return None
+        owner = plog.writer_owner()
+        if owner is not None and owner != self._node.node_id:
+            # another node claimed the partition after us, so it fenced this node: what the local WAL still
+            # holds for it was never in the bucket and its offsets now belong to the new writer; replaying it
+            # would steal the partition back and clash
+            log.error("recovery of %s skipped: the partition is now written by %s, which fenced node %s; its "
+                      "records only in this local WAL are lost", log_id, owner, self._node.node_id)
+            self._skipped.add(log_id)
+            return None
+        try:
+            end = plog.recovery_end()
+        except (Fenced, CommitConflict) as exc:
+            log.error("recovery of %s stopped: %s", log_id, exc)
+            self._skipped.add(log_id)
+            return None
+        self._logs[log_id] = plog
+        self._ends[log_id] = end
+        return end
+
+    def unpublished(self, entries: Iterable[WalEntry], *, only: set[str] | None = None
+                    ) -> list[tuple[int, AppendEntry | RollEntry]]:
+        """The decoded ``entries`` (of the logs ``only``) whose records or boundaries the bucket lacks."""
+        out: list[tuple[int, AppendEntry | RollEntry]] = []
+        for entry in entries:
+            decoded = decode_entry(entry.payload, source=f"local WAL of {self._node.node_id}, entry {entry.seq}")
+            if only is not None and decoded.log_id not in only:
+                continue
+            end = self._end(decoded.log_id)
+            if end is None:
+                continue
+            if isinstance(decoded, RollEntry):
+                if decoded.base_offset >= end:
+                    out.append((entry.seq, decoded))
+            elif decoded.batch.num_rows and decoded.batch.column(0)[-1].as_py() >= end:
+                out.append((entry.seq, decoded))
+        return out
+
+    def gaps(self, pending: list[tuple[int, AppendEntry | RollEntry]]) -> set[str]:
+        """The logs whose first pending records start past their end in the bucket."""
+        first: dict[str, int] = {}
+        for _seq, decoded in pending:
+            if isinstance(decoded, AppendEntry) and decoded.log_id not in first:
+                first[decoded.log_id] = decoded.batch.column(0)[0].as_py()
+        return {log_id for log_id, base in first.items() if base > self._ends[log_id]}
+
+    def run(self, pending: list[tuple[int, AppendEntry | RollEntry]]) -> int:
+        """Replay ``pending`` (in local WAL order); the number of entries buffered again."""
+        replayed = 0
+        for seq, decoded in pending:
+            if decoded.log_id in self._skipped:
+                continue
+            try:
+                replayed += self._logs[decoded.log_id].recover_entry(decoded, seq)
+            except (Fenced, CommitConflict) as exc:
+                log.error("recovery of %s stopped: %s", decoded.log_id, exc)
+                self._skipped.add(decoded.log_id)
+        return replayed
+

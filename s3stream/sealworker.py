@@ -4,7 +4,8 @@ Why processes, and what a worker does: :mod:`s3stream.sealjob`. A worker runs on
 store's ``seal_slot`` already bounds seals to ``seal_concurrency``, so that is also the most workers
 alive. A worker that dies mid-job (killed, out of memory) is replaced and the job run again on the new
 one; a second loss is a retriable error for the sealer. Workers exit when the store closes, and by
-themselves when the parent's end of their connection closes (a crashed parent leaves none behind).
+themselves when the parent's end of their connection closes (a crashed parent leaves none behind), quietly:
+their stderr is the application's (:func:`worker_main`).
 """
 
 from __future__ import annotations
@@ -12,17 +13,18 @@ from __future__ import annotations
 import logging
 import os
 import pickle
+import signal
 import subprocess
 import sys
 import threading
 from multiprocessing import Pipe
 from multiprocessing.connection import Connection
 
+from s3stream import sealjob
 from s3stream.errors import S3StreamError, TransientError
 from s3stream.metrics import StoreMetrics
 from s3stream.sealjob import (
     PROTOCOL,
-    WORKER_COMMAND,
     JobDone,
     JobFailed,
     OpenWorker,
@@ -33,13 +35,32 @@ from s3stream.sealjob import (
 )
 from s3stream.segment import SegmentSummary
 
-__all__ = ["SEAL_WORKER_NICE", "SealWorkers"]
+__all__ = ["SEAL_WORKER_NICE", "SealWorkers", "worker_main"]
 
 log = logging.getLogger(__name__)
 
 #: How much a worker lowers its CPU priority: seals are background work, appends are waited for.
 SEAL_WORKER_NICE = 10
 _STOP_TIMEOUT_S = 5.0
+#: How a worker is started (then the fd): :func:`worker_main`, imported, never run as ``__main__`` (so the
+#: message classes the parent pickles are the very classes the worker unpickles).
+_WORKER_COMMAND = ("-c", "import sys; from s3stream.sealworker import worker_main; sys.exit(worker_main(sys.argv))")
+
+
+def worker_main(argv: list[str]) -> int:
+    """A seal worker's entry point: :func:`s3stream.sealjob.main`, exiting quietly once the parent is gone.
+
+    A parent that dies (SIGKILL, a crash) closes its end of the connection, and the worker's next send
+    raises BrokenPipeError (a receive: EOFError or ConnectionResetError). The worker's stderr is the
+    application's, so that ends the worker without a traceback; a segment it uploaded is referenced by
+    no manifest, and GC removes it. SIGINT is ignored: Ctrl-C in a terminal reaches the whole process
+    group, and the parent stops its workers itself (or its exit closes their connections).
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        return sealjob.main(argv)
+    except (EOFError, ConnectionError):  # BrokenPipeError and ConnectionResetError included
+        return 0
 
 
 class SealWorkerFailed(S3StreamError):
@@ -57,7 +78,7 @@ class _Worker:
         # system allocator returns them to the OS at once, where mimalloc kept ~50 MiB more per worker
         env.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
         try:
-            self.proc = subprocess.Popen([sys.executable, *WORKER_COMMAND, str(fd)], pass_fds=(fd,),
+            self.proc = subprocess.Popen([sys.executable, *_WORKER_COMMAND, str(fd)], pass_fds=(fd,),
                                          stdin=subprocess.DEVNULL, env=env)
         finally:
             theirs.close()

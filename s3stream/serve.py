@@ -17,7 +17,9 @@ on the stop event until the next one is due (pacing time comes from the store's 
 Invariants:
 
 * :meth:`ServeLoop.run` always runs at least one iteration and returns promptly once ``stop_event`` is
-  set; the HTTP server is shut down on the way out, whatever happened.
+  set; the HTTP server is shut down on the way out, whatever happened. A metrics address that cannot be
+  bound (the port is in use, the host is not an address of this machine) is an
+  :class:`~s3stream.errors.InvalidConfig` naming it, raised before any task runs.
 * A task whose capability is not installed yet (``ImportError``/``AttributeError``/``NotImplementedError``
   from the store) is disabled with one warning, never retried in a loop; a task that fails with an
   :class:`~s3stream.errors.S3StreamError` is logged and retried at its next interval, except
@@ -26,13 +28,14 @@ Invariants:
 
 from __future__ import annotations
 
+import errno
 import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from s3stream.errors import Closed, Fenced, S3StreamError
+from s3stream.errors import Closed, Fenced, InvalidConfig, S3StreamError
 
 if TYPE_CHECKING:
     from wsgiref.simple_server import WSGIServer
@@ -96,8 +99,15 @@ class ServeLoop:
             return
         from prometheus_client import start_http_server
 
-        self._httpd, _ = start_http_server(self._metrics_port, addr=self._metrics_host,
-                                           registry=self._store.metrics_registry)
+        try:
+            self._httpd, _ = start_http_server(self._metrics_port, addr=self._metrics_host,
+                                               registry=self._store.metrics_registry)
+        except (OSError, ValueError) as exc:  # an unknown host: socket.gaierror; an IDNA-invalid one: UnicodeError
+            reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+            port_taken = isinstance(exc, OSError) and exc.errno in (errno.EADDRINUSE, errno.EACCES)
+            raise InvalidConfig(f"cannot serve metrics on {self._metrics_host}:{self._metrics_port}: {reason} "
+                                "(choose another --metrics-port, 0 for any free one, another --metrics-host, "
+                                "or --no-metrics)", key="metrics_port" if port_taken else "metrics_host") from exc
         log.info("metrics on http://%s:%d/metrics", self._metrics_host, self._httpd.server_port)
 
     def _stop_http(self) -> None:

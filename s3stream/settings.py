@@ -119,6 +119,19 @@ class StoreSettings:
         "int", "Bytes fetched ahead by sequential readers of sealed segments (0 disables).", 0))
     upload_concurrency: int = field(default=4, metadata=_spec(
         "int", "Parallel object uploads (WAL objects, segments).", 1))
+    max_block_ms: int = field(default=60000, metadata=_spec(
+        "int", "How long an append may wait for room in buffer.bytes (then BufferFull, nothing written) and, "
+               "with ack=s3, for its WAL object (then StoreUnavailable: it may still land); with ack=s3, "
+               "once WAL-object uploads have failed for this long, appends fail at once with "
+               "StoreUnavailable until one succeeds (Kafka producer's max.block.ms). With ack=s3 it must exceed "
+               "flush.interval.ms.", 0))
+    upload_retry_backoff_ms: int = field(default=100, metadata=_spec(
+        "int", "Pause before the first retry of a failed WAL-object upload; it doubles per failure (with "
+               "jitter) up to upload.retry.backoff.max.ms. Uploads retry until they land, as the same object: "
+               "only a fence stops the node.", 1))
+    upload_retry_backoff_max_ms: int = field(default=5000, metadata=_spec(
+        "int", "Cap of the upload retry pause: after an outage, uploads resume within about this long of the "
+               "store's return (a cap below upload.retry.backoff.ms means that pause, never doubled).", 1))
     seal_concurrency: int = field(default=2, metadata=_spec(
         "int", "Segments this process seals at once (each holds up to one upload part): one seal's upload "
                "overlaps the next one's reads and encoding.", 1))
@@ -163,6 +176,10 @@ class StoreSettings:
     def __post_init__(self) -> None:
         for f in fields(self):
             _check(f.metadata["spec"], f.name, getattr(self, f.name))
+        if self.ack == "s3" and self.max_block_ms <= self.flush_interval_ms:
+            raise InvalidConfig(f"Invalid configuration: with ack=s3, max_block_ms ({self.max_block_ms}) must be "
+                                f"greater than flush_interval_ms ({self.flush_interval_ms}): an append waits for "
+                                "its WAL object at most max_block_ms", key="max_block_ms")
         canonical = _FrozenConfig(normalize_topic_config(self.default_topic_config))
         object.__setattr__(self, "default_topic_config", canonical)
 

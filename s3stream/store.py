@@ -45,15 +45,20 @@ def open_store(url: str, *, clock: Clock | None = None, ids: IdSource | None = N
 
     Raises:
         InvalidConfig: an unknown or invalid option.
-        StoreAccessError: the endpoint or bucket cannot be used.
-        UnsafeStore: the store's conditional writes are broken (capability probe).
+        InvalidRequest: a malformed URL (or an ``endpoint_url`` carrying credentials).
+        StoreAccessError: the endpoint, bucket or credentials cannot be used (an endpoint that refuses
+            connections fails in seconds).
+        UnsafeStore: the store's conditional writes are broken (capability probe); never for an
+            unreachable endpoint or rejected credentials.
     """
     settings = StoreSettings.from_options(options)
     clock = clock or SystemClock()
     ids = ids or IdSource()
     scheme = parse_store_url(url).scheme
     seal_in_workers = _seal_in_workers(settings, scheme, injected=object_store is not None)
-    objstore = object_store or open_object_store(url, clock=clock, ids=ids)
+    # an S3 store opened here is listed once first, failing fast: a closed port or a wrong secret is a
+    # StoreAccessError in seconds, not a probe finding (UnsafeStore) after ~20 s of retries
+    objstore = object_store or open_object_store(url, clock=clock, ids=ids, check_access=True)
     if settings.probe and scheme != "memory":
         from s3stream.objectstore.probe import probe_conditional_writes, require_safe
 

@@ -22,19 +22,22 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from s3stream.errors import CommitConflict
+from s3stream import layout
+from s3stream.errors import CommitConflict, PreconditionFailed
 from s3stream.manifest.intents import add_segment, claim_writer, compose, set_wal_cursor
 from s3stream.manifest.model import Epoch, Manifest, SegmentRef, WalCursor
 from s3stream.node import claim_namespace
+from s3stream.objectstore.protocol import ObjectStore
 from s3stream.readpath import LogView
 from s3stream.sealing import read_chunks, write_segment_stream
-from s3stream.walscan import ChunkRef, contiguous_chunks
+from s3stream.walobject import WalObjectIndex, encode_fence_object
+from s3stream.walscan import ChunkRef, WalIndexCache, contiguous_chunks
 
 if TYPE_CHECKING:
     from s3stream.log import PartitionLog
     from s3stream.runtime import NodeRuntime
 
-__all__ = ["Claimed", "claim_partition"]
+__all__ = ["Claimed", "claim_partition", "plug_holes"]
 
 _MAX_ATTEMPTS = 8
 
@@ -70,7 +73,8 @@ def _claim_once(plog: PartitionLog, node: NodeRuntime) -> Claimed:
     own: list[ChunkRef] = []
     rolls: tuple[int, ...] = ()
     if m.wal is not None and m.wal.node_id == node.node_id:
-        own, rolls = contiguous_chunks(rt.walindex.scan(m.wal), plog.log_id, m.next_offset)
+        own, rolls = contiguous_chunks(rt.walindex.scan(m.wal), plog.log_id, m.next_offset,
+                                       from_seq=m.wal.from_seq)
         cursor = m.wal
     else:
         cursor = WalCursor(node.node_id, node.uploader.lowest_unpublished_seq)
@@ -89,7 +93,8 @@ def _claim_once(plog: PartitionLog, node: NodeRuntime) -> Claimed:
 def _seal_foreign(plog: PartitionLog, m: Manifest, cursor: WalCursor) -> list[SegmentRef]:
     """Seal the records another (now fenced) node left unsealed, split at its roll offsets."""
     rt = plog._rt  # takeover is part of the log's write path
-    chunks, rolls = contiguous_chunks(rt.walindex.scan(cursor), plog.log_id, m.next_offset)
+    objects = plug_holes(rt.objstore, rt.walindex, cursor, rt.clock.now_ms())
+    chunks, rolls = contiguous_chunks(objects, plog.log_id, m.next_offset, from_seq=cursor.from_seq)
     if not chunks:
         return []
     end = chunks[-1].chunk.last_offset + 1
@@ -102,6 +107,30 @@ def _seal_foreign(plog: PartitionLog, m: Manifest, cursor: WalCursor) -> list[Se
         refs.append(write_segment_stream(rt, topic_id=plog.topic_id, partition=plog.partition, tables=tables,
                                          base_offset=lo, last_offset=hi - 1, first_batch_max_ts=first_ts))
     return refs
+
+
+def plug_holes(store: ObjectStore, walindex: WalIndexCache, cursor: WalCursor,
+                now_ms: int) -> list[tuple[str, int, WalObjectIndex]]:
+    """The fenced node's WAL objects from the cursor on, after taking every sequence number below its
+    newest object that it has not committed and nothing proves it did (an upload still in flight).
+
+    The fence stops the node's writes above its newest object only: without this, an upload in flight
+    below it could land after we read the namespace and publish records whose offsets we reassign.
+    A hole plug that loses the race means the object landed: the namespace is listed again.
+    """
+    objects = walindex.scan(cursor)
+    seqs = {seq for _, seq, _ in objects}
+    top = max(seqs, default=cursor.from_seq)
+    raced = False
+    for seq in range(cursor.from_seq, top):
+        if seq in seqs or any(index.committed_before(seq) for _, _, index in objects):
+            continue
+        body = encode_fence_object(node_id=cursor.node_id, seq=seq, created_ms=now_ms, hole=True)
+        try:
+            store.put(layout.wal_key(cursor.node_id, seq), body, if_none_match=True)
+        except PreconditionFailed:
+            raced = True
+    return walindex.scan(cursor, relist=True) if raced else objects
 
 
 def _peek_first_ts(tables: Iterator[pa.Table]) -> tuple[int, Iterator[pa.Table]]:

@@ -13,8 +13,14 @@ local sequence the object holds. A crash anywhere leaves every acknowledged reco
 in the bucket (recovery skips what the bucket already holds).
 
 Losing the put-if-absent race means another process fenced this node's namespace: the node is
-:class:`Fenced`, fails every waiter and accepts nothing more. Backpressure: ``add`` callers first wait
-in :meth:`wait_for_room` while the buffer holds ``buffer_bytes``; nothing is ever dropped.
+:class:`Fenced`, fails every waiter and accepts nothing more. Every other upload failure is an *outage*:
+the object is retried (same sequence number, same bytes: sequence numbers are dense, so none is ever
+skipped) with capped exponential backoff until it lands, the local WAL keeps everything meanwhile, and
+uploads resume by themselves when the store is back. Backpressure: ``add`` callers first wait in
+:meth:`wait_for_room` while the buffer holds ``buffer_bytes``, at most ``max_block_ms`` (then
+:class:`BufferFull`); nothing is ever dropped. ``ack=s3`` callers wait for their object in
+:meth:`wait_committed` and, during an outage older than ``max_block_ms``, are refused up front by
+:meth:`check_available` (:class:`StoreUnavailable`), so a long outage does not pile up retried appends.
 """
 
 from __future__ import annotations
@@ -32,7 +38,18 @@ import pyarrow as pa
 from s3stream import layout
 from s3stream.clock import Clock
 from s3stream.crashpoints import CrashPoints
-from s3stream.errors import Closed, Fenced, ObjectNotFound, PreconditionFailed, S3StreamError
+from s3stream.errors import (
+    BufferFull,
+    Closed,
+    CorruptData,
+    Fenced,
+    ObjectNotFound,
+    ObjectStoreError,
+    PreconditionFailed,
+    S3StreamError,
+    StoreAccessError,
+    StoreUnavailable,
+)
 from s3stream.ids import IdSource
 from s3stream.objectstore.protocol import ObjectStore
 from s3stream.records import RECORD_SCHEMA
@@ -87,9 +104,11 @@ class Uploader:
                  flush_bytes: int, buffer_bytes: int, clock: Clock, ids: IdSource, crash_points: CrashPoints,
                  on_flushed: Callable[[FlushedObject, list[BufferedAppend]], None],
                  trim_local: Callable[[int], None], stale_after_s: float = 600.0,
-                 upload_concurrency: int = 4) -> None:
+                 upload_concurrency: int = 4, max_block_ms: int = 60_000, retry_backoff_ms: int = 100,
+                 retry_backoff_max_ms: int = 5_000) -> None:
         self._store = store
         self._node_id = node_id
+        self._first_seq = first_seq  # this epoch's first WAL object (the one after its fence)
         self._next_seq = first_seq
         self._interval_s = flush_interval_ms / 1000.0
         self._flush_bytes = flush_bytes
@@ -112,6 +131,13 @@ class Uploader:
         self._flush_target = 0   # flush() waits until the first this-many appends are published
         self._closing = False
         self._failed: BaseException | None = None
+        self._unpublished_floor: int | None = None  # lowest_unpublished_seq once a failure dropped the in-flight
+        self._max_block_s = max_block_ms / 1000.0
+        self._backoff_s = retry_backoff_ms / 1000.0
+        self._backoff_max_s = max(retry_backoff_max_ms, retry_backoff_ms) / 1000.0
+        self._failing_since: float | None = None  # first failed upload attempt since the last PUT that landed
+        self._last_error: S3StreamError | None = None
+        self._stop = threading.Event()  # set at close and on failure: cuts a retry's backoff short
         self.puts = 0
         self.bytes_put = 0
         self._last_put_at: float | None = self._clock.monotonic()
@@ -127,6 +153,8 @@ class Uploader:
     def lowest_unpublished_seq(self) -> int:
         """No WAL object below this seq will be published later (a seal's cursor must not pass it)."""
         with self._cond:
+            if self._unpublished_floor is not None:
+                return self._unpublished_floor  # the node stopped: the failed objects were never published
             return self._inflight[0].seq if self._inflight else self._next_seq
 
     @property
@@ -147,9 +175,32 @@ class Uploader:
         if self._closing:
             raise Closed(f"node {self._node_id} is closed")
 
-    def wait_for_room(self, nbytes: int) -> None:
-        """Backpressure: block while the buffer is full (appends wait, never drop)."""
+    @property
+    def failing_for_s(self) -> float:
+        """How long WAL-object uploads have been failing (0.0 when the last attempt landed)."""
         with self._cond:
+            return 0.0 if self._failing_since is None else self._clock.monotonic() - self._failing_since
+
+    def check_available(self) -> None:
+        """For ``ack=s3`` appends, before they write anything: refuse them while uploads have been failing
+        for ``max_block_ms`` (each would only wait that long and fail, its retry adding a duplicate)."""
+        with self._cond:
+            self._check_locked()
+            if self._failing_since is None:
+                return
+            failing_s = self._clock.monotonic() - self._failing_since
+            if failing_s >= self._max_block_s:
+                raise StoreUnavailable(f"node {self._node_id}: WAL-object uploads have failed for {failing_s:.1f} s "
+                                       f"(last error: {self._last_error}); nothing was written, retry later")
+
+    def wait_for_room(self, nbytes: int) -> None:
+        """Backpressure: block while the buffer is full (appends wait, never drop), at most ``max_block_ms``.
+
+        Raises:
+            BufferFull: still no room after ``max_block_ms``; nothing was written, the caller may retry.
+        """
+        with self._cond:
+            deadline: float | None = None
             while (self._buf.nbytes + self._inflight_bytes + nbytes > self._buffer_bytes
                    and (self._buf.nbytes or self._inflight_bytes)):
                 self._check_locked()
@@ -158,8 +209,43 @@ class Uploader:
                     # notifying each other on every wake-up would keep the whole pool spinning on the GIL)
                     self._flush_target = self._added
                     self._cond.notify_all()
-                self._cond.wait(0.05)
+                now = self._clock.monotonic()
+                if deadline is None:
+                    deadline = now + self._max_block_s
+                if now >= deadline:
+                    raise BufferFull(self._buffer_full_message())
+                self._cond.wait(min(0.05, deadline - now))
             self._check_locked()
+
+    def _buffer_full_message(self) -> str:
+        why = ("" if self._failing_since is None else
+               f"; uploads have failed for {self._clock.monotonic() - self._failing_since:.1f} s "
+               f"(last error: {self._last_error})")
+        return (f"node {self._node_id}: no room for the append after {self._max_block_s * 1000:.0f} ms: "
+                f"{self._buf.nbytes + self._inflight_bytes} bytes of buffer.bytes={self._buffer_bytes} are not in "
+                f"the object store yet{why}; nothing was written, retry later")
+
+    def wait_committed(self, future: concurrent.futures.Future[int]) -> int:
+        """``ack=s3``: wait for the WAL object holding an added append, at most ``max_block_ms``.
+
+        Raises:
+            StoreUnavailable: not committed in time; the records stay in the local WAL and may still be
+                committed (a retry of the append may duplicate them).
+            Fenced, Closed: the node stopped before the object was committed.
+        """
+        done = threading.Event()
+        future.add_done_callback(lambda _f: done.set())
+        deadline = self._clock.monotonic() + self._max_block_s
+        while not done.is_set():
+            remaining = deadline - self._clock.monotonic()
+            if remaining <= 0:
+                with self._cond:
+                    why = "" if self._last_error is None else f" (last upload error: {self._last_error})"
+                raise StoreUnavailable(f"node {self._node_id}: the append's WAL object was not committed within "
+                                       f"{self._max_block_s * 1000:.0f} ms{why}; its records are in the local WAL "
+                                       "and may still be committed: a retry may duplicate them")
+            self._clock.wait(done, remaining)
+        return future.result()
 
     def add(self, item: BufferedAppend) -> None:
         """Buffer an append (caller holds the node's append lock, so order == local WAL order)."""
@@ -196,14 +282,21 @@ class Uploader:
             self._check_locked()
 
     def close(self, timeout_s: float = 60.0) -> None:
-        """Flush what is buffered (best effort within ``timeout_s``) and stop the threads."""
+        """Flush what is buffered (best effort within ``timeout_s``) and stop the threads.
+
+        While uploads are failing (an outage) nothing is waited for: the local WAL keeps the records and
+        the next open of this node uploads them.
+        """
         try:
-            if self._failed is None:
+            with self._cond:
+                healthy = self._failed is None and self._failing_since is None
+            if healthy:
                 self.flush(timeout_s)
         finally:
             with self._cond:
                 self._closing = True
                 self._cond.notify_all()
+            self._stop.set()
             self._thread.join(timeout_s)
             self._pool.shutdown(wait=True, cancel_futures=True)
 
@@ -284,9 +377,12 @@ class Uploader:
                     self._cond.notify_all()
 
     def _fail(self, exc: BaseException, items: list[BufferedAppend]) -> None:
+        self._stop.set()
         with self._cond:
             if self._failed is None:
                 self._failed = exc
+            if self._unpublished_floor is None and self._inflight:
+                self._unpublished_floor = self._inflight[0].seq
             pending = items + [i for f in self._inflight for i in f.items] + self._buf.items
             self._inflight.clear()
             self._buf = _Buffer()
@@ -307,10 +403,10 @@ class Uploader:
         """Encode and PUT one WAL object (runs in the upload pool)."""
         key = layout.wal_key(self._node_id, seq)
         data, index = encode_wal_object(node_id=self._node_id, seq=seq, created_ms=self._clock.now_ms(),
-                                        chunks=_chunks_of(items))
+                                        chunks=_chunks_of(items),
+                                        committed=(self._first_seq, self.lowest_unpublished_seq))
         self._crash.hit("flush.before_put")
-        self._check_not_overtaken(seq)
-        self._put_once(key, data)
+        self._put_until_landed(seq, key, data)
         with self._cond:
             self._last_put_at = self._clock.monotonic()
             self.puts += 1
@@ -318,34 +414,71 @@ class Uploader:
         self._crash.hit("flush.after_put")
         return FlushedObject(key, seq, index, len(data))
 
-    def _put_once(self, key: str, data: bytes) -> None:
-        """PUT with put-if-absent; retry transient errors; tell a lost response from being fenced."""
-        attempt = 0
+    def _put_until_landed(self, seq: int, key: str, data: bytes) -> None:
+        """PUT put-if-absent until the object lands; only a fence (or the node stopping) ends the retries.
+
+        An outage must not stop the node: the local WAL holds everything, so the same bytes are retried
+        under the same sequence number with capped exponential backoff (a skipped number would be a hole
+        in the namespace, and later objects are published only after this one anyway).
+        """
+        failures = 0
         while True:
+            error: S3StreamError | None = None
             try:
-                self._store.put(key, data, if_none_match=True)
-                return
-            except PreconditionFailed:
-                state = self._whose(key, data)
-                if state == "mine":
-                    return  # our earlier attempt landed (a lost response)
-                if state == "absent":
-                    # a spurious 412/409 (the key is free): try again
-                    attempt += 1
-                    self._clock.sleep(min(0.05 * 2 ** min(attempt, 7), 5.0) * self._ids.uniform(0.5, 1.0))
-                    continue
-                raise Fenced(f"WAL object {key} already exists: another process fenced node "
-                             f"{self._node_id}") from None
+                self._check_not_overtaken(seq)
+                if self._put_if_absent(key, data):
+                    self._note_landed()
+                    return
             except S3StreamError as exc:
-                if not exc.retriable:
+                if not _is_outage(exc):
                     raise
-                attempt += 1
-                with self._cond:
-                    if self._closing and attempt > 8:
-                        raise
-                delay = min(0.05 * (2 ** min(attempt, 7)), 5.0) * self._ids.uniform(0.5, 1.0)
-                log.warning("WAL object PUT %s failed (%s); retry %d in %.2fs", key, exc, attempt, delay)
-                self._clock.sleep(delay)
+                error = exc
+                self._note_failure(exc)
+            failures += 1
+            with self._cond:
+                stopping = self._closing or self._failed is not None
+            if stopping:  # close() gave up on flushing, or the node stopped: the local WAL keeps the data
+                raise error if error is not None else Closed(f"node {self._node_id} stopped before {key} landed")
+            delay = min(self._backoff_max_s, self._backoff_s * 2.0 ** min(failures - 1, 30))
+            delay *= self._ids.uniform(0.5, 1.0)
+            log.warning("WAL object PUT %s failed (%s); retry %d in %.2fs", key,
+                        error or "a spurious 412/409 on a free key", failures, delay)
+            self._clock.wait(self._stop, delay)
+
+    def _put_if_absent(self, key: str, data: bytes) -> bool:
+        """One put-if-absent: True when the object is ours in the bucket, False after a spurious 412/409.
+
+        A 412 is told apart from a fence by reading the key back (a lost response of our own attempt
+        leaves our bytes there).
+        """
+        try:
+            self._store.put(key, data, if_none_match=True)
+            return True
+        except PreconditionFailed:
+            state = self._whose(key, data)
+            if state == "mine":
+                return True  # our earlier attempt landed (a lost response)
+            if state == "absent":
+                return False  # the key is free: try again
+            raise Fenced(f"WAL object {key} already exists: another process fenced node "
+                         f"{self._node_id}") from None
+
+    def _note_landed(self) -> None:
+        with self._cond:
+            since, self._failing_since, self._last_error = self._failing_since, None, None
+        if since is not None:
+            log.warning("node %s: WAL-object uploads resumed after %.1f s of failures", self._node_id,
+                        self._clock.monotonic() - since)
+
+    def _note_failure(self, exc: S3StreamError) -> None:
+        with self._cond:
+            first = self._failing_since is None
+            if first:
+                self._failing_since = self._clock.monotonic()
+            self._last_error = exc
+        if first:
+            log.warning("node %s: WAL-object upload failed (%s); retrying with backoff, appends are acknowledged "
+                        "from the local WAL while buffer.bytes has room", self._node_id, exc)
 
     def _whose(self, key: str, data: bytes) -> str:
         """After a failed put-if-absent: "mine" (it landed), "absent" (spurious failure) or "theirs"."""
@@ -369,6 +502,12 @@ class Uploader:
             assigned = self._next_seq  # sequences below this are ours (some may be in flight right now)
         if latest_wal_seq(self._store, self._node_id, after=seq - 1) >= assigned:
             raise Fenced(f"WAL namespace {self._node_id} moved past seq {seq} while this node was paused")
+
+
+def _is_outage(exc: S3StreamError) -> bool:
+    """Whether a failed upload may land later by itself (the store is down, slow, refusing or unreachable
+    for now, even with an access error an operator can fix). A fence, ``Closed`` or a bug never will."""
+    return exc.retriable or isinstance(exc, ObjectStoreError | StoreAccessError | CorruptData)
 
 
 def _chunks_of(items: list[BufferedAppend]) -> list[WalChunkInput]:

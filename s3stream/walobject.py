@@ -21,6 +21,13 @@ without overlap; ``roll_offsets`` (segment boundaries the writer decided, so ano
 them) are strictly increasing within ``[base_offset, last_offset + 1]``. A chunk may hold zero records only
 to carry a roll: then ``base_offset = roll_offsets[0]`` and ``last_offset = base_offset - 1``. A *fence*
 object has no chunks and ``fence = true``: it claims a sequence number so a zombie writer cannot.
+
+Two optional index fields let a reader tell a WAL object still in flight from one that is gone
+(``walscan.contiguous_chunks``): ``committed`` ``[lo, hi)``, sequence numbers of the same namespace that
+were all committed before this object was written; and, on the *close marker* a node writes at a clean
+close (a fence object), ``ends``: each log's end offset then; and ``hole``, on a fence object a claiming
+process put at a sequence number its fenced owner had not committed (so it never will). They are omitted
+when unset, so objects without them encode exactly as before.
 """
 
 from __future__ import annotations
@@ -103,6 +110,23 @@ class WalObjectIndex:
     created_ms: int
     fence: bool
     chunks: tuple[WalChunkIndex, ...]
+    #: ``[lo, hi)``: every WAL object of this namespace with a seq in it was committed before this one
+    committed: tuple[int, int] | None = None
+    #: on a close marker: ``(log_id, end offset)`` of every log the node wrote (its records end there)
+    ends: tuple[tuple[str, int], ...] = ()
+    #: a fence put by another process where the owner's object was missing (never committed by the owner)
+    hole: bool = False
+
+    def committed_before(self, seq: int) -> bool:
+        """Whether this object proves that WAL object ``seq`` of its namespace was committed."""
+        return self.committed is not None and self.committed[0] <= seq < self.committed[1]
+
+    def end_of(self, log_id: str) -> int | None:
+        """The end offset of ``log_id`` this close marker records, or None."""
+        for name, end in self.ends:
+            if name == log_id:
+                return end
+        return None
 
     def chunk_for(self, log_id: str) -> WalChunkIndex | None:
         """The chunk of ``log_id``, or None when this object holds nothing for it."""
@@ -166,8 +190,8 @@ def _rolls_ok(rolls: Sequence[int], base: int, last: int) -> bool:
             and all(base <= r <= last + 1 for r in rolls))
 
 
-def encode_wal_object(*, node_id: str, seq: int, created_ms: int,
-                      chunks: Sequence[WalChunkInput]) -> tuple[bytes, WalObjectIndex]:
+def encode_wal_object(*, node_id: str, seq: int, created_ms: int, chunks: Sequence[WalChunkInput],
+                      committed: tuple[int, int] | None = None) -> tuple[bytes, WalObjectIndex]:
     """Encode one WAL object holding one chunk per log, and return its index.
 
     Raises:
@@ -186,13 +210,16 @@ def encode_wal_object(*, node_id: str, seq: int, created_ms: int,
                                      crc32c.crc32c(payload), tuple(chunk.roll_offsets)))
         parts.append(payload)
         pos += len(payload)
-    index = WalObjectIndex(node_id, seq, created_ms, False, tuple(entries))
+    index = WalObjectIndex(node_id, seq, created_ms, False, tuple(entries), committed)
     return _finish(parts, pos, index), index
 
 
-def encode_fence_object(*, node_id: str, seq: int, created_ms: int) -> bytes:
-    """A WAL object with no chunks and ``fence = true`` (claims ``seq`` for a new writer epoch)."""
-    index = WalObjectIndex(node_id, seq, created_ms, True, ())
+def encode_fence_object(*, node_id: str, seq: int, created_ms: int, committed: tuple[int, int] | None = None,
+                        ends: Sequence[tuple[str, int]] = (), hole: bool = False) -> bytes:
+    """A WAL object with no chunks and ``fence = true``: claims ``seq`` for a new writer epoch; with
+    ``committed`` and ``ends``, closes a node's epoch (the close marker); with ``hole``, takes a sequence
+    number a fenced node left uncommitted."""
+    index = WalObjectIndex(node_id, seq, created_ms, True, (), committed, tuple(sorted(ends)), hole)
     return _finish([_HEADER.pack(_MAGIC, WAL_OBJECT_VERSION)], _HEADER_BYTES, index)
 
 
@@ -203,6 +230,12 @@ def _finish(parts: list[bytes | pa.Buffer], index_offset: int, index: WalObjectI
                [c.log_id, c.base_offset, c.last_offset, c.record_count, c.size_bytes, c.max_timestamp,
                 c.first_timestamp, c.byte_start, c.byte_end, c.crc32c, list(c.roll_offsets)]
                for c in index.chunks]}
+    if index.committed is not None:
+        doc["committed"] = list(index.committed)
+    if index.ends:
+        doc["ends"] = [list(e) for e in index.ends]
+    if index.hole:
+        doc["hole"] = True
     body = json.dumps(doc, separators=(",", ":"), sort_keys=True, ensure_ascii=True).encode()
     parts += [body, _TRAILER.pack(index_offset, len(body), crc32c.crc32c(body), WAL_OBJECT_VERSION, _MAGIC)]
     return b"".join(parts)
@@ -252,9 +285,15 @@ def _parse_index(body: bytes, source: str) -> WalObjectIndex:
         if not isinstance(doc, dict) or doc.get("v") != WAL_OBJECT_VERSION:
             raise CorruptData(f"unsupported WAL index version {doc.get('v')!r}", source=source)
         chunks = tuple(_parse_chunk(c, source) for c in _typed(doc["chunks"], list, source))
+        committed = None
+        if "committed" in doc:
+            lo, hi = (_typed(v, int, source) for v in _pair(doc["committed"], source))
+            committed = (lo, hi)
+        ends = tuple((_typed(name, str, source), _typed(end, int, source))
+                     for name, end in (_pair(e, source) for e in _typed(doc.get("ends", []), list, source)))
         return WalObjectIndex(_typed(doc["node_id"], str, source), _typed(doc["seq"], int, source),
                               _typed(doc["created_ms"], int, source), _typed(doc["fence"], bool, source),
-                              chunks)
+                              chunks, committed, ends, _typed(doc.get("hole", False), bool, source))
     except CorruptData:
         raise
     except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as e:
@@ -266,6 +305,12 @@ def _typed(value: Any, kind: type, source: str) -> Any:
         raise CorruptData(f"WAL index field has type {type(value).__name__}, expected {kind.__name__}",
                           source=source)
     return value
+
+
+def _pair(raw: Any, source: str) -> tuple[Any, Any]:
+    if type(raw) is not list or len(raw) != 2:
+        raise CorruptData("malformed WAL index pair", source=source)
+    return raw[0], raw[1]
 
 
 def _parse_chunk(raw: Any, source: str) -> WalChunkIndex:
@@ -284,6 +329,11 @@ def _check_index(index: WalObjectIndex, index_offset: int, error: type[Exception
         raise error(prefix + "WAL index header is invalid (node_id, seq, or a fence with chunks)")
     if len({c.log_id for c in index.chunks}) != len(index.chunks):
         raise error(prefix + "WAL index lists a log twice")
+    if index.committed is not None and not 0 <= index.committed[0] <= index.committed[1] <= index.seq:
+        raise error(prefix + f"WAL index committed range {index.committed} is invalid")
+    if ((index.ends or index.hole) and not index.fence) or any(not name or end < 0 for name, end in index.ends) or (
+            len({name for name, _ in index.ends}) != len(index.ends)):
+        raise error(prefix + "WAL index log ends are invalid")
     pos = _HEADER_BYTES
     for c in index.chunks:
         if not _chunk_ok(c, pos, index_offset):

@@ -4,7 +4,10 @@ A partition's manifest names the writer's WAL namespace and the first WAL sequen
 unsealed records (``WalCursor``). A reader, a takeover or a recovery LISTs that namespace from the
 cursor, reads each object's index (a suffix GET, cached: WAL objects are immutable) and keeps the
 chunks of its partition that continue the offsets contiguously from the sealed end. A hole (an object
-still in flight while a later one already landed) ends the scan: what follows is not yet readable.
+still in flight while a later one already landed) ends the scan: what follows is not yet readable. A
+hole where an object is proven to have been committed (the ``committed`` range later objects carry, or
+a close marker's log ends) is data that was deleted: that raises ``CorruptData`` instead of silently
+serving a shorter log, for readers and for a claiming writer alike.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 from s3stream import layout
-from s3stream.errors import ObjectNotFound
+from s3stream.errors import CorruptData, ObjectNotFound
 from s3stream.manifest.model import WalCursor
 from s3stream.objectstore.protocol import ByteRange, ObjectStore
 from s3stream.walobject import WalChunkIndex, WalObjectIndex, read_wal_index
@@ -67,7 +70,7 @@ class WalIndexCache:
         self.put(key, index)
         return index
 
-    def scan(self, cursor: WalCursor) -> list[tuple[str, int, WalObjectIndex]]:
+    def scan(self, cursor: WalCursor, *, relist: bool = False) -> list[tuple[str, int, WalObjectIndex]]:
         """``(key, seq, index)`` of every WAL object of the cursor's namespace from ``from_seq`` on.
 
         The first scan of a namespace LISTs it; later scans reuse what they found and only probe the
@@ -79,7 +82,7 @@ class WalIndexCache:
             known = self._namespaces.get(node)
             top = max(known) if known else None
             listed_from = self._listed_from.get(node)
-        if (known is None or top is None or listed_from is None or cursor.from_seq < listed_from
+        if (relist or known is None or top is None or listed_from is None or cursor.from_seq < listed_from
                 or cursor.from_seq > top + _PROBE_LIMIT):
             self._list_into(node, cursor.from_seq)
         else:
@@ -138,28 +141,62 @@ class WalIndexCache:
             self._namespaces.get(node, {}).pop(seq, None)
 
 
-def contiguous_chunks(objects: list[tuple[str, int, WalObjectIndex]], log_id: str,
-                      from_offset: int) -> tuple[list[ChunkRef], tuple[int, ...]]:
+def contiguous_chunks(objects: list[tuple[str, int, WalObjectIndex]], log_id: str, from_offset: int, *,
+                      from_seq: int) -> tuple[list[ChunkRef], tuple[int, ...]]:
     """The chunks of ``log_id`` that continue contiguously from ``from_offset``, and their roll offsets.
 
-    Chunks wholly below ``from_offset`` are skipped (already sealed); a chunk starting above the
-    expected offset is a hole, which ends the readable range.
+    ``objects`` are the WAL objects of one namespace present from ``from_seq`` (the manifest's cursor) on.
+    Chunks wholly below ``from_offset`` are skipped (already sealed). A chunk starting above the expected
+    offset, or a close marker recording a later end, means records sit in WAL objects that are not
+    there. If one of those may still be in flight (nothing proves it was committed), the readable range
+    ends before it, and so it does where a claiming process plugged a hole its fenced owner left (those
+    records were never committed); if every one of them was committed (``WalObjectIndex.committed``),
+    they are gone and the records with them.
+
+    Raises:
+        CorruptData: acknowledged records of ``log_id`` are in WAL objects that no longer exist.
     """
+    ordered = sorted(objects, key=lambda t: t[1])
+    present = {seq for _, seq, index in ordered if not index.hole}
+    indexes = [index for _, _, index in ordered]
+    last_seen = from_seq - 1
     expected = from_offset
     chunks: list[ChunkRef] = []
     rolls: list[int] = []
-    for key, seq, index in sorted(objects, key=lambda t: t[1]):
+    for key, seq, index in ordered:
+        end = index.end_of(log_id)
+        if end is not None and end > expected:
+            _check_lost(log_id, expected, end, range(last_seen + 1, seq), present, indexes, key)
+            break
         chunk = index.chunk_for(log_id)
         if chunk is None:
             continue
         if chunk.record_count == 0:  # a boundary without records (an explicit roll): keep the boundary
             rolls.extend(r for r in chunk.roll_offsets if r == expected and r > from_offset)
+            last_seen = seq
             continue
         if chunk.last_offset < expected:
+            last_seen = seq
             continue
         if chunk.base_offset > expected:
+            _check_lost(log_id, expected, chunk.base_offset, range(last_seen + 1, seq), present, indexes, key)
             break
         chunks.append(ChunkRef(key, seq, chunk))
         rolls.extend(r for r in chunk.roll_offsets if r > from_offset)
         expected = chunk.last_offset + 1
+        last_seen = seq
     return chunks, tuple(sorted(set(rolls)))
+
+
+def _check_lost(log_id: str, expected: int, found: int, between: range, present: set[int],
+                indexes: list[WalObjectIndex], witness: str) -> None:
+    """Offsets ``[expected, found)`` must be in the WAL objects ``between`` that are absent; raise when all
+    of them were committed (deleted since), return when one may still be in flight."""
+    absent = [seq for seq in between if seq not in present]
+    if any(not any(index.committed_before(seq) for index in indexes) for seq in absent):
+        return
+    node = indexes[0].node_id if indexes else "?"
+    missing = ", ".join(layout.wal_key(node, seq) for seq in absent[:4]) + (" ..." if len(absent) > 4 else "")
+    raise CorruptData(f"records [{expected}, {found}) of {log_id} are missing: they were in committed WAL "
+                      f"objects that no longer exist ({missing or 'none absent'}; {witness} follows them)",
+                      source=log_id)

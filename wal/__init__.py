@@ -3,17 +3,20 @@
 A leaf package (it imports nothing of s3stream's): s3stream decides what a payload means. Entries get
 consecutive seqs; :meth:`WalWriter.append` returns once the entry is fsynced, and concurrent appends
 share one write and one fsync (group commit). Opening a writer recovers the log: a torn tail left by a
-crash is truncated with a warning; other damage is logged as an error and truncated too, unless that
-would break the log's continuity (a bad header of an earlier file, a gap between files), which raises
-:class:`WalCorrupt`.
+crash (a bad last frame with nothing valid after it) is truncated with a warning; any other damage (a
+bad frame followed by valid ones, a bad header of an earlier file, a gap between files) raises
+:class:`WalCorrupt` naming the file and byte offset, and changes nothing: :func:`quarantine` moves the
+damaged part aside when the operator decides to. A full disk stops the writer with :class:`WalFull`
+until :meth:`WalWriter.resume`.
 
 Modules: ``frame`` (the byte format, pure), ``queue`` (frames waiting for the syncer), ``storage``
 (the storage port: files, memory), ``recovery`` (scan, repair, replay), ``writer`` (appends, group
-commit, trim), ``lock`` (one writer per directory), ``errors``.
+commit, trim), ``quarantine`` (moving damage aside), ``lock`` (one writer per directory), ``errors``.
 """
 
-from wal.errors import WalClosed, WalCorrupt, WalError, WalLocked
+from wal.errors import WalClosed, WalCorrupt, WalError, WalFull, WalLocked
 from wal.frame import MAX_PAYLOAD_BYTES, WalEntry, decode_frames, encode_frame
+from wal.quarantine import QuarantineReport, quarantine
 from wal.storage import FileWalStorage, MemoryWalStorage, WalLockHandle, WalStorage
 from wal.writer import WalWriter
 
@@ -21,14 +24,17 @@ __all__ = [
     "MAX_PAYLOAD_BYTES",
     "FileWalStorage",
     "MemoryWalStorage",
+    "QuarantineReport",
     "WalClosed",
     "WalCorrupt",
     "WalEntry",
     "WalError",
+    "WalFull",
     "WalLockHandle",
     "WalLocked",
     "WalStorage",
     "WalWriter",
     "decode_frames",
     "encode_frame",
+    "quarantine",
 ]

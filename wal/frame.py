@@ -32,7 +32,8 @@ byte of the frame except the magic (checked by value) and itself.
 Invariants: a frame decodes only if magic, version, flags, length bound, CRC and seq continuity all hold;
 decoders never index past the buffer and never return a payload whose CRC failed. A scan stops at the
 first bad frame and says whether the damage looks like a torn tail (the bad frame reaches the end of the
-data, or only zero bytes follow) or like corruption in the middle; the caller decides what to do.
+data, or only zero bytes follow) or like corruption in the middle; :func:`find_live_frame` says whether
+a valid frame of the current seqs follows it; the caller decides what to do.
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ __all__ = [
     "encode_file_header",
     "encode_frame",
     "encode_frame_header",
+    "find_live_frame",
     "payload_crc",
     "scan_frames",
 ]
@@ -156,12 +158,13 @@ def decode_file_header(buf: Buf, source: str) -> int:
     return int(first_seq)
 
 
-def scan_frames(buf: Buf, *, first_seq: int | None = None) -> FrameScan:
+def scan_frames(buf: Buf, *, first_seq: int | None = None, base: int = 0) -> FrameScan:
     """Validate the frames in ``buf`` (which starts at a frame boundary), stopping at the first bad one.
 
     Args:
         buf: frame bytes, e.g. a WAL file without its header.
         first_seq: when given, the first frame must carry this seq; later frames always continue by one.
+        base: where ``buf`` starts in its file: ``problem`` names the bad frame's byte offset in the file.
     """
     view = memoryview(buf)
     total = len(view)
@@ -172,7 +175,7 @@ def scan_frames(buf: Buf, *, first_seq: int | None = None) -> FrameScan:
         try:
             seq, end = _check_frame(view, pos, expected)
         except _BadFrame as bad:
-            return FrameScan(spans, pos, f"{bad.problem} at byte {pos}", _looks_torn(view, pos, bad.end))
+            return FrameScan(spans, pos, f"{bad.problem} at byte {base + pos}", _looks_torn(view, pos, bad.end))
         spans.append((seq, pos + FRAME_HEADER_SIZE, end))
         expected = seq + 1
         pos = end
@@ -199,6 +202,28 @@ def decode_frames(
     view = memoryview(buf)
     entries = [WalEntry(seq, bytes(view[start:end])) for seq, start, end in scan.spans]
     return entries, scan.valid_len
+
+
+def find_live_frame(buf: bytes | bytearray, start: int, min_seq: int) -> tuple[int, int] | None:
+    """``(position, seq)`` of the first valid frame at or after ``start`` whose seq is at least ``min_seq``.
+
+    Recovery asks this after the first bad frame (at ``start``, where seq ``min_seq`` was due) to tell a
+    torn tail from damage: a crash cuts only the last write, so nothing valid of the current seqs can
+    follow it, while entries written after a damaged one are still there. Older bytes of a reused file
+    are frames too, but of an earlier life: their seqs are below every live one, so they never count.
+    Cost: one ``find`` per magic occurrence, a header unpack each, a CRC only for a live seq.
+    """
+    total = len(buf)
+    view = memoryview(buf)
+    pos = start
+    while (pos := buf.find(_FRAME_MAGIC_BYTES, pos)) >= 0 and pos + FRAME_HEADER_SIZE <= total:
+        _, version, flags, length, seq, crc = _FRAME_HEADER.unpack_from(view, pos)
+        end = pos + FRAME_HEADER_SIZE + length
+        if (version == FORMAT_VERSION and flags == 0 and seq >= min_seq and length <= MAX_PAYLOAD_BYTES and end <= total
+                and crc32c.crc32c(view[pos + 2 : pos + 16], crc32c.crc32c(view[pos + FRAME_HEADER_SIZE : end])) == crc):
+            return pos, int(seq)
+        pos += 1
+    return None
 
 
 class _BadFrame(Exception):

@@ -9,21 +9,23 @@ Invariants recovery establishes (and the writer then keeps):
 * every byte of every file decodes up to its *end*: the file's end, or an end mark (a zeroed frame
   header, see :class:`~wal.storage.FileWalStorage`: a reused file holds older bytes after it). After an
   end mark the last file is cut there (appends go where the file ends); the others are kept, the next
-  file's first seq proving their frames complete. Otherwise the first bad frame of a file and everything
-  after it (including all later files) is removed. A bad frame that reaches the end of the last file is
-  a *torn tail* (a crash cut the last write) and is logged as a warning; anything else is logged as an
-  error, because it is damage a crash does not explain, but it is truncated all the same so the log
-  stays usable;
+  file's first seq proving their frames complete;
+* only a *torn tail* is ever cut: the first bad frame of the last file, when no valid frame of a live seq
+  (>= the seq due there) follows it (:func:`~wal.frame.find_live_frame`). A crash cuts only the last
+  write, which nobody was told is durable; older bytes of a reused file have lower seqs, so they never
+  count. A bad frame in a file before the last, or one followed by live frames, is damage a crash does
+  not explain, after which acknowledged entries may follow: recovery raises :class:`WalCorrupt` naming
+  the file and the byte offset, and changes nothing (the operator quarantines: :mod:`wal.quarantine`);
 * a damaged header is repaired only on the last file, and only when the file holds nothing beyond its
   header (a roll whose header sync a crash interrupted; no entry in it can have been acknowledged): it
   is recreated empty from its name. Any other bad header, a header that disagrees with the file's name,
-  or a gap between files raises :class:`WalCorrupt`, because repairing it would silently drop
-  acknowledged entries;
+  or a gap between files raises :class:`WalCorrupt`;
 * an empty storage gets the file ``00000000000000000000.log``, so ``next_seq`` is always recorded
   on disk (a later open never reuses a seq, even after every entry was trimmed).
 
-Ordering: later files are deleted (newest first) *before* the damaged file is truncated, so a crash
-during recovery leaves a state the next recovery handles the same way.
+Ordering: every file is checked before anything is changed, and the only changes (cutting the last
+file, recreating its header) are idempotent, so a crash during recovery leaves a state the next recovery
+handles the same way.
 """
 
 from __future__ import annotations
@@ -36,16 +38,16 @@ from dataclasses import dataclass
 from wal.errors import WalCorrupt, WalError
 from wal.frame import (
     FILE_HEADER_SIZE,
-    FrameScan,
     WalEntry,
     decode_file_header,
     encode_file_header,
+    find_live_frame,
     scan_frames,
 )
 from wal.lock import LOCK_FILE_NAME
 from wal.storage import END_MARK_BYTES, WalStorage
 
-__all__ = ["RecoveredWal", "WalFile", "file_name", "read_entries", "recover"]
+__all__ = ["RecoveredWal", "WalFile", "file_name", "find_damage", "log_names", "read_entries", "recover"]
 
 LOG = logging.getLogger(__name__)
 _NAME_RE = re.compile(r"^(\d{20})\.log$")
@@ -77,52 +79,81 @@ def recover(storage: WalStorage) -> RecoveredWal:
     """Scan, verify and repair the WAL in ``storage`` (the caller holds its lock).
 
     Raises:
-        WalCorrupt: damage that truncation cannot repair without dropping acknowledged entries.
+        WalCorrupt: damage that truncation cannot repair without dropping acknowledged entries; nothing
+            was changed.
         WalError: the storage failed (wraps the ``OSError``).
     """
     try:
-        return _recover(storage)
+        return _recover(storage, repair=True)
     except OSError as exc:
         raise WalError(f"{storage.location}: WAL recovery failed: {exc}") from exc
 
 
-def _recover(storage: WalStorage) -> RecoveredWal:
-    names = _log_names(storage)
+def find_damage(storage: WalStorage) -> WalCorrupt | None:
+    """The damage :func:`recover` would refuse to open (its first), or ``None``; changes nothing.
+
+    Raises:
+        WalError: the storage failed.
+    """
+    try:
+        _recover(storage, repair=False)
+    except WalCorrupt as exc:
+        return exc
+    except OSError as exc:
+        raise WalError(f"{storage.location}: reading the WAL failed: {exc}") from exc
+    return None
+
+
+def _recover(storage: WalStorage, *, repair: bool) -> RecoveredWal:
+    names = log_names(storage)
     files: list[WalFile] = []
     next_seq = 0
     for index, (name, name_seq) in enumerate(names):
         source = f"{storage.location}/{name}"
         if files and name_seq != next_seq:
-            raise WalCorrupt(f"starts at seq {name_seq}, the previous file ends at {next_seq}", source=source)
+            raise WalCorrupt(f"starts at seq {name_seq}, the previous file ends at {next_seq}", source=source,
+                             offset=0)
         data = storage.read(name)
-        later = [later_name for later_name, _ in names[index + 1 :]]
-        if not _header_ok(data, name_seq, source, torn_possible=not later and len(data) <= FILE_HEADER_SIZE):
+        last = index == len(names) - 1
+        if not _header_ok(data, name_seq, source, torn_possible=last and len(data) <= FILE_HEADER_SIZE):
             LOG.warning("WAL %s: damaged header of the last file; recreating it empty", source)
-            storage.delete(name)
-            storage.create(name, encode_file_header(name_seq))
+            if repair:
+                storage.delete(name)
+                storage.create(name, encode_file_header(name_seq))
             files.append(WalFile(name, name_seq, FILE_HEADER_SIZE))
             next_seq = name_seq
             break
-        scan = scan_frames(memoryview(data)[FILE_HEADER_SIZE:], first_seq=name_seq)
+        scan = scan_frames(memoryview(data)[FILE_HEADER_SIZE:], first_seq=name_seq, base=FILE_HEADER_SIZE)
         size = FILE_HEADER_SIZE + scan.valid_len
         files.append(WalFile(name, name_seq, size))
         next_seq = name_seq + len(scan.spans)
-        if scan.problem is not None and _end_marked(data, size):
+        if scan.problem is None:
+            continue
+        if not last:
+            if not _end_marked(data, size):  # a file before the last is complete: only an end mark may end it
+                raise WalCorrupt(f"{scan.problem}, in a complete file (a later one follows)", source=source,
+                                 offset=size)
+            continue  # the next file's first seq proves its frames complete
+        live = find_live_frame(data, size, next_seq)
+        if live is not None:
+            raise WalCorrupt(f"{scan.problem}, and a valid frame (seq {live[1]}) follows at byte {live[0]}: "
+                             f"damage, not a torn tail; entries from seq {next_seq} on may have been "
+                             "acknowledged", source=source, offset=size)
+        if _end_marked(data, size):
             LOG.debug("WAL %s: ends at an end mark after seq %d (%d bytes after it)", source, next_seq - 1,
                       len(data) - size)
-            if not later:
-                storage.truncate(name, size)  # the storage appends where the file ends
-        elif scan.problem is not None:
-            _cut(storage, name, size, scan, later, source)
-            break
-    if not files:
+        else:
+            LOG.warning("WAL %s: torn tail (%s); truncating to %d bytes", source, scan.problem, size)
+        if repair:
+            storage.truncate(name, size)  # the storage appends where the file ends
+    if not files and repair:
         name = file_name(0)
         storage.create(name, encode_file_header(0))
         files.append(WalFile(name, 0, FILE_HEADER_SIZE))
     return RecoveredWal(files, next_seq)
 
 
-def _log_names(storage: WalStorage) -> list[tuple[str, int]]:
+def log_names(storage: WalStorage) -> list[tuple[str, int]]:
     """``(name, first_seq)`` of the WAL files, in seq order; other names (the lock file) are ignored."""
     found = []
     for name in storage.list_files():
@@ -150,27 +181,14 @@ def _header_ok(data: bytes, name_seq: int, source: str, *, torn_possible: bool) 
     """
     try:
         first_seq = decode_file_header(data, source)
-    except WalCorrupt:
+    except WalCorrupt as exc:
         if torn_possible:
             return False
+        exc.offset = 0
         raise
     if first_seq != name_seq:
-        raise WalCorrupt(f"header says first seq {first_seq}, the name says {name_seq}", source=source)
+        raise WalCorrupt(f"header says first seq {first_seq}, the name says {name_seq}", source=source, offset=0)
     return True
-
-
-def _cut(storage: WalStorage, name: str, size: int, scan: FrameScan, later: list[str], source: str) -> None:
-    """Remove the damaged end of ``name`` and every later file (later files first), logging why."""
-    torn = scan.torn and not later
-    if torn:
-        LOG.warning("WAL %s: torn tail (%s); truncating to %d bytes", source, scan.problem, size)
-    else:
-        LOG.error("WAL %s: corrupt frame in the middle of the log (%s); truncating to %d bytes and "
-                  "dropping %d later file(s)", source, scan.problem, size, len(later))
-    for later_name in reversed(later):
-        LOG.warning("WAL %s/%s: dropped, it follows a truncated file", storage.location, later_name)
-        storage.delete(later_name)
-    storage.truncate(name, size)
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,7 +223,7 @@ def read_entries(storage: WalStorage, extents: Sequence[FileExtent], from_seq: i
         except OSError as exc:
             raise WalError(f"{source}: read failed: {exc}") from exc
         view = _verified_frames(data, extent, source)
-        scan = scan_frames(view, first_seq=extent.first_seq)
+        scan = scan_frames(view, first_seq=extent.first_seq, base=FILE_HEADER_SIZE)
         written = extent.end_seq - extent.first_seq
         if scan.problem is not None or len(scan.spans) != written:
             problem = scan.problem or f"{len(scan.spans)} frames where {written} were written"

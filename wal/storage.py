@@ -18,6 +18,8 @@ Contract (what :class:`~wal.writer.WalWriter` relies on):
 * ``lock()`` makes the caller the only writer of this storage, or raises :class:`WalLocked`.
 * Failures are ``OSError`` (``FileNotFoundError`` for a missing file on ``read``); the writer turns them
   into :class:`~wal.errors.WalError` in one place.
+* Optionally (:class:`TrimPointStorage`, both implementations here) it keeps the writer's trim point, so a
+  reopened log is replayed from there, not from its oldest file.
 
 :class:`MemoryWalStorage` keeps written-but-unsynced bytes apart from synced ones, so ``crash()`` can
 simulate power loss: unsynced bytes vanish, optionally leaving a random torn prefix.
@@ -35,10 +37,13 @@ from wal.clock import make_rng
 from wal.errors import WalLocked
 from wal.lock import DirLock
 
-__all__ = ["END_MARK_BYTES", "SPARE_FILE_NAME", "FileWalStorage", "MemoryWalStorage", "WalLockHandle", "WalStorage"]
+__all__ = ["END_MARK_BYTES", "SPARE_FILE_NAME", "TRIM_POINT_FILE_NAME", "FileWalStorage", "MemoryWalStorage",
+           "TrimPointStorage", "WalLockHandle", "WalStorage"]
 
 #: The retired file :class:`FileWalStorage` keeps for its next ``create`` (not a log file's name).
 SPARE_FILE_NAME = "spare.wal-recycled"
+#: The small file holding the writer's trim point (:class:`TrimPointStorage`; not a log file's name).
+TRIM_POINT_FILE_NAME = "trim-point"
 #: Zero bytes written after every write into a reused file: a frame header's worth (recovery stops there).
 END_MARK_BYTES = 20
 
@@ -102,6 +107,24 @@ class WalStorage(Protocol):
 
     def close(self) -> None:
         """Release OS resources (open descriptors); the storage may be used again afterwards."""
+        ...
+
+
+@runtime_checkable
+class TrimPointStorage(Protocol):
+    """Optional beside :class:`WalStorage`: a storage that also keeps the writer's *trim point*, so an
+    open replays only what the caller has not trimmed (a storage without it replays from the oldest file).
+
+    ``save_trim_point`` replaces the record atomically; unsynced, a crash may keep the old record, the new
+    one, none or a torn one: the writer checks what it loads and treats anything invalid as absent.
+    """
+
+    def save_trim_point(self, data: bytes, *, sync: bool) -> None:
+        """Replace the trim point record with ``data`` (durable on return only with ``sync``)."""
+        ...
+
+    def load_trim_point(self) -> bytes | None:
+        """The last record saved (None when there is none)."""
         ...
 
 
@@ -222,6 +245,28 @@ class FileWalStorage:
 
     def lock(self) -> WalLockHandle:
         return DirLock(self._dir)
+
+    def save_trim_point(self, data: bytes, *, sync: bool) -> None:
+        """Write a temp file and rename it over ``TRIM_POINT_FILE_NAME`` (fsyncs only with ``sync``: the writer
+        saves after every trim, on the upload path, and a lost or torn record only costs a longer replay)."""
+        tmp = self._path(TRIM_POINT_FILE_NAME + ".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+        try:
+            _pwrite_all(fd, [data], 0)
+            if sync:
+                _datasync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, self._path(TRIM_POINT_FILE_NAME))
+        if sync:
+            self._sync_dir()
+
+    def load_trim_point(self) -> bytes | None:
+        try:
+            with open(self._path(TRIM_POINT_FILE_NAME), "rb") as f:
+                return f.read(4096)
+        except FileNotFoundError:
+            return None
 
     def close(self) -> None:
         with self._mu:
@@ -404,6 +449,19 @@ class MemoryWalStorage:
 
     def retire(self, name: str) -> None:
         self.delete(name)
+
+    def save_trim_point(self, data: bytes, *, sync: bool) -> None:
+        """Unsynced, the record is like any unsynced bytes: a crash keeps a random prefix of it."""
+        with self._mu:
+            self._check_up()
+            f = self._files[TRIM_POINT_FILE_NAME] = _MemoryFile(data if sync else b"")
+            if not sync:
+                f.unsynced += data
+
+    def load_trim_point(self) -> bytes | None:
+        with self._mu:
+            f = self._files.get(TRIM_POINT_FILE_NAME)
+            return None if f is None else bytes(f.synced + f.unsynced)
 
     def lock(self) -> WalLockHandle:
         with self._mu:

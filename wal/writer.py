@@ -30,20 +30,24 @@ Invariants:
 * a seq is published durable only after an fsync that started after its batch was written returned;
 * after a write or fsync error the writer fails permanently: every written-but-unpublished, queued and
   later append raises :class:`WalError` (what reached the disk is known only to the next recovery);
+  when a full disk failed a write or a new file (not an fsync), they raise :class:`WalFull` and
+  :meth:`WalWriter.resume` runs that recovery in place, once space returns;
 * payloads are never copied into a frame buffer: header and payload go to ``writev`` side by side.
 """
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
+import struct
 import threading
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future
 from types import TracebackType
 
-from wal.errors import WalClosed, WalError
+from wal.errors import WalClosed, WalError, WalFull
 from wal.frame import (
     FILE_HEADER_SIZE,
     MAX_PAYLOAD_BYTES,
@@ -54,11 +58,16 @@ from wal.frame import (
 )
 from wal.queue import Batch, FrameQueue, Waiter, wake
 from wal.recovery import FileExtent, WalFile, file_name, read_entries, recover
-from wal.storage import FileWalStorage, WalLockHandle, WalStorage
+from wal.storage import FileWalStorage, TrimPointStorage, WalLockHandle, WalStorage
 
 __all__ = ["WalWriter"]
 
 LOG = logging.getLogger(__name__)
+
+# the persisted trim point: magic, version, seq, CRC32C of the preceding bytes
+_TRIM_POINT = struct.Struct("<4sBQ")
+_TRIM_MAGIC = b"SWTP"
+_TRIM_CRC = struct.Struct("<I")
 
 
 class WalWriter:
@@ -109,11 +118,16 @@ class WalWriter:
         self._max_batch_bytes = max_batch_bytes
         self._fsync = fsync
         self._lock_handle: WalLockHandle | None = self._storage.lock() if lock else None
+        self._marks = self._storage if isinstance(self._storage, TrimPointStorage) else None
         try:
             recovered = recover(self._storage)
+            self._trim_seq = self._load_trim_point(recovered.next_seq)  # every seq below it was trimmed
         except BaseException:
             self._release()
             raise
+        self._trim_saved = self._trim_seq  # the trim point last saved (synced only at open and close)
+        self._trim_synced = True
+        self._trim_save_failed = False
         self._mu = threading.Lock()
         self._work = threading.Condition(self._mu)  # the syncer waits here for queued entries
         self._files = recovered.files
@@ -132,6 +146,9 @@ class WalWriter:
         self._size_bytes = sum(f.size_bytes for f in self._files)
         self._closing = False
         self._failure: BaseException | None = None
+        self._resumable = False  # every failure so far was a full disk at a write or a new file
+        self._last_failure: BaseException | None = None  # the failure the last resume cleared
+        self._generation = 0  # counts resumes: a blocking append queued before one failed
         self._trim_mu = threading.Lock()
         self._syncer = threading.Thread(target=self._run, name=f"wal-syncer {self.location}", daemon=True)
         self._fsyncers = [threading.Thread(target=self._run_fsyncer, name=f"wal-fsync-{i} {self.location}",
@@ -140,7 +157,7 @@ class WalWriter:
         active = self._files[-1]
         if active.size_bytes >= file_bytes and active.first_seq < self._next_seq and not self._roll_or_fail():
             self._release()
-            raise WalError(f"WAL {self.location}: cannot roll the full active file") from self._failure
+            raise self._failed_error(f"WAL {self.location}: cannot roll the full active file")
         for thread in self._fsyncers:
             thread.start()
         self._syncer.start()
@@ -158,10 +175,14 @@ class WalWriter:
             raise WalError("append() on the WAL syncer thread (a callback) would deadlock; use append_async")
         gate = threading.Lock()
         gate.acquire()
-        seq = self._enqueue(payload, gate)
+        seq, generation = self._enqueue(payload, gate)
         gate.acquire()  # the syncer releases it once seq is durable or the writer failed
-        if self._durable_end <= seq:  # only grows, and is set before the gate opens
-            raise WalError(f"WAL {self.location}: append of seq {seq} failed") from self._failure
+        if self._generation != generation:  # a full disk failed it, and the writer was resumed since
+            error = WalFull(f"WAL {self.location}: append of seq {seq} failed: no space left")
+            error.__cause__ = self._last_failure
+            raise error
+        if self._durable_end <= seq:  # only grows within a generation, and is set before the gate opens
+            raise self._failed_error(f"WAL {self.location}: append of seq {seq} failed")
         return seq
 
     def append_async(self, payload: bytes | bytearray | memoryview) -> Future[int]:
@@ -175,7 +196,8 @@ class WalWriter:
         self._enqueue(payload, future)
         return future
 
-    def _enqueue(self, payload: bytes | bytearray | memoryview, waiter: Waiter) -> int:
+    def _enqueue(self, payload: bytes | bytearray | memoryview, waiter: Waiter) -> tuple[int, int]:
+        """Queue one entry: its seq and the writer's generation (see :meth:`resume`)."""
         data = payload if isinstance(payload, bytes) else bytes(payload)  # the queue must not see mutation
         if len(data) > MAX_PAYLOAD_BYTES:
             raise WalError(f"WAL payload of {len(data)} bytes exceeds the {MAX_PAYLOAD_BYTES}-byte limit")
@@ -186,14 +208,22 @@ class WalWriter:
             self._queue.push(encode_frame_header(seq, len(data), crc), data, waiter)
             self._next_seq = seq + 1
             self._work.notify()
-        return seq
+            return seq, self._generation
 
     def _check_usable(self) -> None:
         """Raise unless appends are accepted (caller holds the lock)."""
         if self._closing:
             raise WalClosed(f"WAL {self.location} is closed")
         if self._failure is not None:
-            raise WalError(f"WAL {self.location} failed earlier and must be reopened") from self._failure
+            what = "stopped: no space left; resume() once space returns" if self._resumable else (
+                "failed earlier and must be reopened")
+            raise self._failed_error(f"WAL {self.location} {what}")
+
+    def _failed_error(self, message: str) -> WalError:
+        """The error for appends the failure stopped: :class:`WalFull` when resumable; caused by the failure."""
+        error = (WalFull if self._resumable else WalError)(message)
+        error.__cause__ = self._failure
+        return error
 
     # -- the syncer ---------------------------------------------------------------------------------
 
@@ -253,7 +283,7 @@ class WalWriter:
         try:
             self._storage.append(batch.file.name, batch.parts)
         except OSError as exc:
-            self._fail(exc)
+            self._fail(exc, resumable=_no_space(exc))
             return False
         except Exception as exc:  # a storage bug must fail the appenders, not strand them
             LOG.exception("WAL %s: unexpected error in the syncer", self.location)
@@ -336,12 +366,14 @@ class WalWriter:
             first_seq = self._durable_end
             previous = self._files[-1].name
         name = file_name(first_seq)
+        step = "fsync"
         try:
             if not self._fsync:
                 self._storage.fsync(previous)
+            step = "create"
             self._storage.create(name, encode_file_header(first_seq))
         except OSError as exc:
-            self._fail(exc)
+            self._fail(exc, resumable=step == "create" and _no_space(exc))
             return False
         except Exception as exc:  # a storage bug must fail the appenders, not strand them
             LOG.exception("WAL %s: unexpected error while rolling to %s", self.location, name)
@@ -352,20 +384,87 @@ class WalWriter:
             self._size_bytes += FILE_HEADER_SIZE
         return True
 
-    def _fail(self, exc: Exception) -> None:
-        """Fail the writer for good: every written-but-not-durable, queued and later append raises."""
+    def _fail(self, exc: Exception, *, resumable: bool = False) -> None:
+        """Fail the writer: every written-but-not-durable, queued and later append raises (:class:`WalFull`
+        while every failure was ``resumable``, i.e. a full disk at a write: see :meth:`resume`)."""
         LOG.error("WAL %s: write failed, the writer stops: %s", self.location, exc)
         with self._mu:
             if self._failure is None:
                 self._failure = exc
+                self._resumable = resumable
+            else:
+                self._resumable = self._resumable and resumable
+            error = self._failed_error(f"WAL {self.location}: write failed: {exc}")
+            error.__cause__ = exc
             written, self._written = list(self._written), deque()
             self._to_sync.clear()
             waiters = [w for b in written for w in b.waiters] + self._queue.clear()
             self._work.notify_all()
             self._sync_work.notify_all()
-        error = WalError(f"WAL {self.location}: write failed: {exc}")
-        error.__cause__ = exc
         wake(waiters, 0, error)
+
+    def resume(self) -> None:
+        """Accept appends again after a full disk stopped the writer (:class:`WalFull`); no-op when running.
+
+        Recovers the files in place, as a reopen would (the lock is kept): what the failed write left is
+        cut as a torn tail, or kept where whole frames of it reached the file (their appends' outcome is
+        unknown, as after a crash). Seqs of failed appends not kept are given to new appends, so a caller
+        must hold none of them (s3stream publishes and trims everything first). If the disk is still full,
+        the next write stops the writer again.
+
+        Raises:
+            WalClosed: the writer was closed.
+            WalError: the writer failed otherwise (an fsync, an I/O error: its durable contents are unknown,
+                reopen it), or recovery failed (:class:`~wal.errors.WalCorrupt` for damage).
+        """
+        if threading.current_thread() in self._internal:
+            raise WalError("resume() from a callback on the WAL syncer thread would deadlock")
+        with self._trim_mu:
+            with self._mu:
+                if self._closing:
+                    raise WalClosed(f"WAL {self.location} is closed")
+                if self._failure is None:
+                    return
+                if not self._resumable:
+                    raise self._failed_error(f"WAL {self.location} failed earlier and must be reopened")
+                syncer = self._syncer
+            syncer.join()  # it stops once failed, after its fsyncers returned: nothing writes any more
+            try:
+                self._storage.close()  # the failed write left descriptors whose ends are stale
+                recovered = recover(self._storage)
+                trim_seq = self._load_trim_point(recovered.next_seq)
+                self._storage.fsync(recovered.files[-1].name)  # what recovery kept is durable before new entries
+            except OSError as exc:
+                raise WalError(f"WAL {self.location}: resume failed: {exc}") from exc
+            with self._mu:
+                if self._closing:
+                    raise WalClosed(f"WAL {self.location} is closed")
+                self._reset(recovered.files, recovered.next_seq, trim_seq)
+            LOG.warning("WAL %s: resumed after a full disk; the next seq is %d", self.location, recovered.next_seq)
+
+    def _reset(self, files: list[WalFile], next_seq: int, trim_seq: int) -> None:
+        """Take a recovered state and start new threads (caller holds ``_mu`` and ``_trim_mu``; the old
+        threads have stopped)."""
+        self._files = files
+        self._next_seq = self._durable_end = self._written_end = next_seq
+        self._trim_seq = self._trim_saved = trim_seq
+        self._trim_synced = True
+        self._queue = FrameQueue()
+        self._written.clear()
+        self._to_sync.clear()
+        self._unsynced_bytes = self._in_flight = 0
+        self._rolling = self._syncer_done = False
+        self._size_bytes = sum(f.size_bytes for f in files)
+        self._last_failure = self._failure
+        self._failure = None
+        self._resumable = False
+        self._generation += 1
+        self._syncer = threading.Thread(target=self._run, name=f"wal-syncer {self.location}", daemon=True)
+        self._fsyncers = [threading.Thread(target=self._run_fsyncer, name=f"wal-fsync-{i} {self.location}",
+                                           daemon=True) for i in range(len(self._fsyncers))]
+        self._internal = {self._syncer, *self._fsyncers}
+        for thread in (*self._fsyncers, self._syncer):
+            thread.start()
 
     # -- reading, trimming, closing -----------------------------------------------------------------
 
@@ -390,13 +489,20 @@ class WalWriter:
     def trim(self, upto_seq: int) -> None:
         """Delete every whole file all of whose entries have seq <= ``upto_seq``, except the active one.
 
-        Idempotent; files go oldest first, so a crash midway leaves a contiguous log.
+        Idempotent; files go oldest first, so a crash midway leaves a contiguous log. The active file is
+        kept, so ``upto_seq + 1`` is also saved as the trim point (unsynced; :meth:`close` syncs it) where
+        the storage keeps one: a reopened writer's :attr:`trim_seq`, so replay skips what was trimmed.
 
         Raises:
             WalClosed: the writer was closed.
             WalError: the storage failed to delete a file.
         """
         with self._trim_mu:
+            with self._mu:
+                if self._closing:
+                    raise WalClosed(f"WAL {self.location} is closed")
+                self._trim_seq = max(self._trim_seq, min(upto_seq + 1, self._next_seq))
+            self._save_trim_point(sync=False)
             while True:
                 with self._mu:
                     if self._closing:
@@ -436,7 +542,60 @@ class WalWriter:
             except OSError as exc:
                 raise WalError(f"WAL {self.location}: final fsync failed: {exc}") from exc
             finally:
-                self._release()
+                try:
+                    self._save_trim_point(sync=True)
+                finally:
+                    self._release()
+
+    def _load_trim_point(self, next_seq: int) -> int:
+        """The saved trim point (0 when none or invalid), at most ``next_seq``.
+
+        One beyond ``next_seq`` means entries it covered were lost (written without fsync, or cut by
+        recovery): seqs from ``next_seq`` will be given to new entries, so the point is saved back down
+        (synced) before any of them exists.
+        """
+        if self._marks is None:
+            return 0
+        try:
+            data = self._marks.load_trim_point()
+        except OSError as exc:
+            raise WalError(f"WAL {self._storage.location}: cannot read the trim point: {exc}") from exc
+        if data is None:
+            return 0
+        head = _TRIM_POINT.size
+        if (len(data) != head + _TRIM_CRC.size or _TRIM_CRC.unpack_from(data, head)[0] != payload_crc(data[:head])
+                or _TRIM_POINT.unpack_from(data)[:2] != (_TRIM_MAGIC, 1)):
+            LOG.warning("WAL %s: ignoring an invalid trim point record; replaying from the oldest file",
+                        self._storage.location)
+            return 0
+        seq = int(_TRIM_POINT.unpack_from(data)[2])
+        if seq > next_seq:
+            LOG.warning("WAL %s: the trim point %d is past the last entry (next seq %d); lowering it",
+                        self._storage.location, seq, next_seq)
+            try:
+                self._marks.save_trim_point(_encode_trim_point(next_seq), sync=True)
+            except OSError as exc:
+                raise WalError(f"WAL {self._storage.location}: cannot lower the trim point: {exc}") from exc
+            return next_seq
+        return seq
+
+    def _save_trim_point(self, *, sync: bool) -> None:
+        """Save :attr:`trim_seq` if it moved (or, with ``sync``, was not synced yet); caller holds ``_trim_mu``.
+
+        A failure is only logged: the record is an optimization, and an older one costs a longer replay.
+        """
+        with self._mu:
+            seq = self._trim_seq
+        if self._marks is None or (seq == self._trim_saved and (self._trim_synced or not sync)):
+            return
+        try:
+            self._marks.save_trim_point(_encode_trim_point(seq), sync=sync)
+        except OSError as exc:
+            if not self._trim_save_failed:
+                LOG.warning("WAL %s: cannot save the trim point (%s); a reopen replays more", self.location, exc)
+            self._trim_save_failed = True
+            return
+        self._trim_saved, self._trim_synced, self._trim_save_failed = seq, sync, False
 
     def _release(self) -> None:
         handle, self._lock_handle = self._lock_handle, None
@@ -474,6 +633,13 @@ class WalWriter:
             return self._durable_end
 
     @property
+    def trim_seq(self) -> int:
+        """Every seq below this was trimmed (:meth:`trim`), here or before a reopen where the storage keeps a
+        trim point (:class:`~wal.storage.TrimPointStorage`): what a replay still needs starts here."""
+        with self._mu:
+            return self._trim_seq
+
+    @property
     def first_seq(self) -> int:
         """The lowest seq still stored (the first seq of the oldest file; a file may be empty)."""
         with self._mu:
@@ -487,6 +653,16 @@ class WalWriter:
 
     def __repr__(self) -> str:
         return f"WalWriter({self.location!r}, next_seq={self.next_seq})"
+
+
+def _encode_trim_point(seq: int) -> bytes:
+    head = _TRIM_POINT.pack(_TRIM_MAGIC, 1, seq)
+    return head + _TRIM_CRC.pack(payload_crc(head))
+
+
+def _no_space(exc: OSError) -> bool:
+    """Whether ``exc`` says the disk (or the user's quota) is full."""
+    return exc.errno in (errno.ENOSPC, errno.EDQUOT)
 
 
 def _open_dir(directory: str | os.PathLike[str] | None, recycle: bool) -> FileWalStorage:

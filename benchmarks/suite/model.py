@@ -25,7 +25,7 @@ __all__ = ["Series", "SuiteContext", "SuiteParams", "WorkloadResult", "downsampl
 MiB = 1 << 20
 
 # Workload names in the order a full run executes them.
-ALL_WORKLOADS = ("ingest", "e2e", "catchup", "compaction", "retention", "mixed")
+ALL_WORKLOADS = ("ingest", "e2e", "catchup", "compaction", "retention", "mixed", "recovery")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -49,6 +49,8 @@ class SuiteParams:
     compaction_keys: int = 100_000
     retention_segments: int = 2_000
     retention_partitions: int = 20
+    recovery_entries: int = 20_000       # local WAL entries (single-record appends) before the reopen
+    recovery_partitions: int = 4
     raw_seconds: float = 5.0
     seed: int = 0
     quick: bool = False
@@ -74,6 +76,7 @@ class SuiteParams:
 QUICK: dict[str, Any] = {
     "duration_s": 3.0, "catchup_bytes": 16 * MiB, "compaction_bytes": 16 * MiB, "compaction_keys": 5_000,
     "retention_segments": 200, "retention_partitions": 4, "raw_seconds": 1.0, "segment_bytes": 8 * MiB,
+    "recovery_entries": 2_000,
 }
 
 

@@ -23,6 +23,7 @@ WORKLOADS: dict[str, tuple[str, str]] = {
     "compaction": ("benchmarks.suite.compaction", "run_compaction"),
     "retention": ("benchmarks.suite.retention", "run_retention"),
     "mixed": ("benchmarks.suite.mixed", "run_mixed"),
+    "recovery": ("benchmarks.suite.recovery", "run_recovery"),
 }
 assert tuple(WORKLOADS) == ALL_WORKLOADS
 

@@ -192,8 +192,8 @@ def _header(result: Mapping[str, Any]) -> list[str]:
              f"| Workloads | {', '.join(params.get('workloads', []))} |"]
     shown = ("duration_s", "record_bytes", "partitions", "producers", "batch_records", "flush_bytes",
              "flush_interval_ms", "segment_bytes", "consumers", "rate_mb_per_s", "catchup_bytes",
-             "compaction_bytes", "compaction_keys", "retention_segments", "retention_partitions", "raw_seconds",
-             "seed", "store_options", "prices")
+             "compaction_bytes", "compaction_keys", "retention_segments", "retention_partitions", "recovery_entries",
+             "recovery_partitions", "raw_seconds", "seed", "store_options", "prices")
     lines.append("| Parameters | " + ", ".join(f"{k}={params[k]}" for k in shown if k in params) + " |")
     return lines
 

@@ -44,7 +44,7 @@ __all__ = ["SCHEMA", "SuiteError", "WorkloadFailed", "run_suite", "suite_params"
 SCHEMA = "s3stream-suite/1"
 
 # Progress phases each workload is expected to show (the run-wide bar is corrected as each finishes).
-_PHASE_GUESS = {"ingest": 3, "e2e": 1, "catchup": 4, "compaction": 4, "retention": 3, "mixed": 1}
+_PHASE_GUESS = {"ingest": 3, "e2e": 1, "catchup": 4, "compaction": 4, "retention": 3, "mixed": 1, "recovery": 3}
 
 _NOTES = (
     "MB = 10^6 bytes of record payload (keys + values); MiB/GiB = 2^20/2^30 bytes. Latencies in ms.",

@@ -12,6 +12,7 @@ Commands, one module each (names follow Kafka's tools where Kafka has one)::
     s3stream local-stack                                 localstack.py -> s3stream.localstack
     s3stream retention run | delete-records | clean run | gc run   maintenance.py
     s3stream spark compact|export|backfill               spark.py (pyspark imported on use)
+    s3stream wal quarantine DIRECTORY                    walcmd.py     (move local WAL damage aside)
 
 Every command takes ``--url`` (default: the embedded store under the user data directory) and
 repeatable ``--option KEY=VALUE`` store settings (:mod:`s3stream.cli.common`). Errors raised by the
@@ -23,7 +24,7 @@ from __future__ import annotations
 import typer
 
 from s3stream.allocator import tune_allocator
-from s3stream.cli import localstack, maintenance, manifests, spark, topics
+from s3stream.cli import localstack, maintenance, manifests, spark, topics, walcmd
 from s3stream.cli.common import ErrorHandlingGroup
 from s3stream.cli.consume import consume
 from s3stream.cli.dump import dump
@@ -49,6 +50,7 @@ app.command("delete-records")(maintenance.delete_records)
 app.add_typer(maintenance.clean_app, name="clean")
 app.add_typer(maintenance.gc_app, name="gc")
 app.add_typer(spark.app, name="spark")
+app.add_typer(walcmd.app, name="wal")
 
 
 def main() -> None:

@@ -28,7 +28,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from s3stream.errors import InvalidRequest
+from s3stream.errors import InvalidRequest, MalformedRecord
 from s3stream.records import Record
 
 __all__ = ["ParsedRecord", "record_from_json", "table_to_jsonl"]
@@ -154,6 +154,9 @@ def record_from_json(line: bytes | str, where: str) -> ParsedRecord:
     unknown = sorted(set(obj) - _INPUT_FIELDS)
     if unknown:
         raise _bad(where, f"unknown field(s) {', '.join(unknown)}; known: {', '.join(sorted(_INPUT_FIELDS))}")
-    record = Record(key=_bytes_field(obj, "key", where), value=_bytes_field(obj, "value", where),
-                    timestamp=_optional_int(obj, "timestamp", where), headers=_headers(obj, where))
+    try:
+        record = Record(key=_bytes_field(obj, "key", where), value=_bytes_field(obj, "value", where),
+                        timestamp=_optional_int(obj, "timestamp", where), headers=_headers(obj, where))
+    except MalformedRecord as exc:  # e.g. a timestamp past int64: name the line, as for every other field
+        raise _bad(where, str(exc)) from None
     return record, _optional_int(obj, "partition", where)

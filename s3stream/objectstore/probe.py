@@ -19,6 +19,9 @@ Outcome (:attr:`ProbeResult.mode`), the fallback ladder of §4.6:
 
 Any error during steps 1-4 is reported as a finding and the capability counts as not working, never
 as working. Errors during the race (step 5) leave atomicity unproven (``None``, with a finding).
+Except :class:`StoreAccessError` (the endpoint is unreachable, the bucket missing, the credentials
+rejected): it says nothing about conditional writes, so it propagates as itself, and the probe keys are
+not cleaned up (each delete would fail the same way, after its retries).
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Literal
 
-from s3stream.errors import ObjectNotFound, PreconditionFailed, S3StreamError, UnsafeStore
+from s3stream.errors import ObjectNotFound, PreconditionFailed, S3StreamError, StoreAccessError, UnsafeStore
 from s3stream.ids import IdSource
 from s3stream.objectstore.protocol import ObjectStore
 
@@ -63,17 +66,22 @@ def require_safe(result: ProbeResult) -> None:
 
 
 def probe_conditional_writes(store: ObjectStore, ids: IdSource, *, parallel: int = 16) -> ProbeResult:
-    """Probe ``store``'s conditional writes (steps in the module docstring); never leaves keys behind."""
+    """Probe ``store``'s conditional writes (steps in the module docstring); leaves no keys behind
+    unless access to the store is lost (raises :class:`StoreAccessError`)."""
     base = f"_probe/{ids.token(8)}/"
     findings: list[str] = []
+    reachable = True
     try:
         put_if_absent = _probe_put_if_absent(store, base + "a", findings)
         if_match = put_if_absent and _probe_if_match(store, base + "a", base + "missing", findings)
         atomic: bool | None = None
         if put_if_absent and parallel >= 2:
             atomic = _probe_race(store, base + "race", parallel, findings)
+    except StoreAccessError:
+        reachable = False
+        raise
     finally:
-        for key in ("a", "missing", "race"):
+        for key in ("a", "missing", "race") if reachable else ():
             try:
                 store.delete(base + key)
             except S3StreamError as exc:
@@ -84,6 +92,8 @@ def probe_conditional_writes(store: ObjectStore, ids: IdSource, *, parallel: int
 def _probe_put_if_absent(store: ObjectStore, key: str, findings: list[str]) -> bool:
     try:
         store.put(key, b"probe-1", if_none_match=True)
+    except StoreAccessError:
+        raise  # not a finding: the store cannot be used at all
     except S3StreamError as exc:
         findings.append(f"If-None-Match PUT of a new key failed: {type(exc).__name__}: {exc}")
         return False
@@ -91,6 +101,8 @@ def _probe_put_if_absent(store: ObjectStore, key: str, findings: list[str]) -> b
         store.put(key, b"probe-2", if_none_match=True)
     except PreconditionFailed:
         pass
+    except StoreAccessError:
+        raise
     except S3StreamError as exc:
         findings.append(f"second If-None-Match PUT raised {type(exc).__name__} instead of 412: {exc}")
         return False
@@ -101,6 +113,8 @@ def _probe_put_if_absent(store: ObjectStore, key: str, findings: list[str]) -> b
         if store.get(key) != b"probe-1":
             findings.append("a rejected If-None-Match PUT changed the object")
             return False
+    except StoreAccessError:
+        raise
     except S3StreamError as exc:
         findings.append(f"reading the probe object back failed: {type(exc).__name__}: {exc}")
         return False
@@ -115,6 +129,8 @@ def _probe_if_match(store: ObjectStore, key: str, missing: str, findings: list[s
         ok = False
     except PreconditionFailed:
         pass
+    except StoreAccessError:
+        raise
     except S3StreamError as exc:
         findings.append(f"If-Match with a wrong ETag raised {type(exc).__name__}: {exc}")
         ok = False
@@ -124,6 +140,8 @@ def _probe_if_match(store: ObjectStore, key: str, missing: str, findings: list[s
         ok = False
     except (PreconditionFailed, ObjectNotFound):
         pass
+    except StoreAccessError:
+        raise
     except S3StreamError as exc:
         findings.append(f"If-Match on a missing key raised {type(exc).__name__}: {exc}")
         ok = False
@@ -133,6 +151,8 @@ def _probe_if_match(store: ObjectStore, key: str, missing: str, findings: list[s
         if store.get(key) != b"probe-3":
             findings.append("If-Match with the current ETag did not write the object")
             ok = False
+    except StoreAccessError:
+        raise
     except S3StreamError as exc:
         findings.append(f"If-Match with the current ETag failed: {type(exc).__name__}: {exc}")
         ok = False
@@ -150,6 +170,8 @@ def _probe_race(store: ObjectStore, key: str, parallel: int, findings: list[str]
             store.put(key, body, if_none_match=True)
         except PreconditionFailed:
             return "lost"
+        except StoreAccessError:
+            raise
         except S3StreamError as exc:
             return f"error: {type(exc).__name__}: {exc}"
         return "won"
@@ -172,6 +194,8 @@ def _probe_race(store: ObjectStore, key: str, parallel: int, findings: list[str]
         if store.get(key) != f"racer-{winners[0]}".encode():
             findings.append("the object after the put-if-absent race is not the winner's")
             return False
+    except StoreAccessError:
+        raise
     except S3StreamError as exc:
         findings.append(f"reading the race winner back failed: {type(exc).__name__}: {exc}")
         return None

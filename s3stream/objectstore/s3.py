@@ -17,7 +17,12 @@ Invariants:
   (re-exported here), the only place that knows S3 error codes; nothing above this module sees botocore.
 * Credentials come only from the standard AWS chain (environment, profile, role). For a non-AWS
   endpoint with no credentials found, nothing is invented: :class:`StoreAccessError`. Error messages
-  name the endpoint and bucket, never a credential (and are scrubbed of the secret key regardless).
+  name the endpoint and bucket, never a credential (and are scrubbed of the secret key regardless). An
+  ``endpoint_url`` carrying ``user:password@`` is refused before botocore (whose debug log prints it)
+  sees it.
+* Opening fails fast: :meth:`S3ObjectStore.check_access` (one LIST, short connect timeout, three
+  attempts) tells a closed port or rejected credentials in seconds, as :class:`StoreAccessError`;
+  normal operation keeps ``max_attempts`` and its timeouts, to ride through a server restart.
 * Bytes from the network are checked: a ranged GET must come back with the range asked for (or the
   whole object, which is then sliced), listings must be under the prefix (and, in ``server`` order,
   ordered); otherwise :class:`CorruptData`.
@@ -62,7 +67,7 @@ from s3stream.objectstore.retry import (
 )
 from s3stream.objectstore.s3body import read_body, read_body_pooled
 from s3stream.objectstore.upload import PartedUpload
-from s3stream.objectstore.url import display_url
+from s3stream.objectstore.url import display_url, validate_endpoint_url
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -78,6 +83,11 @@ MIN_PART_BYTES = 5 * MiB
 MAX_PARTS = 10_000
 
 _CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+)")
+#: :meth:`S3ObjectStore.check_access` at open: ~0.3 s of backoff in all, and at most these timeouts
+#: per attempt, so an endpoint that is down is reported in seconds (not after ~20 s of retries).
+_OPEN_POLICY = BackoffPolicy(base_s=0.1, cap_s=0.5, max_attempts=3)
+_OPEN_CONNECT_TIMEOUT_S = 2.0
+_OPEN_READ_TIMEOUT_S = 5.0
 _LOADER_LOCK = threading.Lock()
 _LOADER: list[botocore.loaders.Loader] = []
 
@@ -114,6 +124,8 @@ class S3ObjectStore:
         prefix = prefix.strip("/")
         if prefix:
             validate_key(prefix)
+        if endpoint_url is not None:
+            validate_endpoint_url(endpoint_url)
         self._bucket, self._prefix, self._base = bucket, prefix, (prefix + "/" if prefix else "")
         self._endpoint_url = endpoint_url
         self._endpoint = display_url(endpoint_url) if endpoint_url else "AWS S3"
@@ -128,6 +140,8 @@ class S3ObjectStore:
 
     def _make_client(self, region: str | None, pool: int, connect_s: float,
                      read_s: float) -> tuple[S3Client, tuple[str, ...]]:
+        """The client, and the secrets no message may show; keeps the session and config for
+        :meth:`check_access`'s short-lived client."""
         core = botocore.session.get_session()  # a fresh session: credentials resolved per store
         core.register_component("data_loader", _shared_loader())
         session = boto3.session.Session(botocore_session=core, region_name=region)
@@ -149,7 +163,26 @@ class S3ObjectStore:
             s3={"addressing_style": "path"} if self._endpoint_url else {},
         )
         client = session.client("s3", endpoint_url=self._endpoint_url, config=config)
+        self._session, self._config, self._timeouts = session, config, (connect_s, read_s)
         return client, secrets
+
+    def check_access(self) -> None:
+        """Check that the bucket can be listed under the prefix, failing fast: for opening a store.
+
+        One LIST of at most one key with its own client (connect timeout ``_OPEN_CONNECT_TIMEOUT_S``) and
+        ``_OPEN_POLICY``'s three attempts, so a closed port, an unknown host, a missing bucket or rejected
+        credentials raise :class:`StoreAccessError` in seconds; the store's own client and retries (meant
+        to ride through a server restart) stay as configured.
+        """
+        connect, read = min(_OPEN_CONNECT_TIMEOUT_S, self._timeouts[0]), min(_OPEN_READ_TIMEOUT_S, self._timeouts[1])
+        client = self._session.client("s3", endpoint_url=self._endpoint_url, config=self._config.merge(
+            Config(connect_timeout=connect, read_timeout=read, max_pool_connections=1)))
+        try:
+            retry_call(lambda: client.list_objects_v2(Bucket=self._bucket, Prefix=self._base, MaxKeys=1),
+                       self._classify("LIST", None), idempotent=True, policy=_OPEN_POLICY, clock=self._clock,
+                       ids=self._ids, on_exhausted=functools.partial(self._unreachable, _OPEN_POLICY))
+        finally:
+            client.close()
 
     # -- plumbing ---------------------------------------------------------------------------------
 
@@ -186,15 +219,16 @@ class S3ObjectStore:
             return Attempt(err, not_sent=isinstance(exc, NOT_SENT_ERRORS), chain=not self._scrub(err))
         return classify
 
-    def _unreachable(self, attempt: Attempt) -> S3StreamError:
+    def _unreachable(self, policy: BackoffPolicy, attempt: Attempt) -> S3StreamError:
         if attempt.not_sent:
             return StoreAccessError(f"endpoint {self._endpoint} unreachable (bucket {self._bucket}) after "
-                                    f"{self._policy.max_attempts} attempts: {attempt.error}")
+                                    f"{policy.max_attempts} attempts: {attempt.error}")
         return attempt.error
 
     def _call(self, op: str, key: str | None, fn: Callable[[], T], *, idempotent: bool = True) -> T:
         return retry_call(fn, self._classify(op, key), idempotent=idempotent, policy=self._policy,
-                          clock=self._clock, ids=self._ids, on_exhausted=self._unreachable)
+                          clock=self._clock, ids=self._ids,
+                          on_exhausted=functools.partial(self._unreachable, self._policy))
 
     # -- the ObjectStore verbs --------------------------------------------------------------------
 

@@ -9,9 +9,10 @@ Accepted forms::
                                                   standard AWS chain, never from the URL; list_order
                                                   as in S3ObjectStore (default: sort for non-AWS)
 
-Invariants: a URL never carries credentials (``user:password@`` is refused, so nothing secret can
-leak into logs through :func:`display_url` or error messages); unknown query parameters are refused
-by name, so a typo (``endpoint=``) does not silently fall back to AWS.
+Invariants: a URL never carries credentials (``user:password@`` is refused, in the store URL and in its
+``endpoint_url`` alike, so nothing secret can leak into logs through :func:`display_url`, error messages
+or botocore's debug log); unknown query parameters are refused by name, so a typo (``endpoint=``) does
+not silently fall back to AWS.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from s3stream.ids import IdSource
 from s3stream.objectstore.keys import validate_prefix
 from s3stream.objectstore.protocol import ObjectStore
 
-__all__ = ["StoreUrl", "display_url", "open_object_store", "parse_store_url"]
+__all__ = ["StoreUrl", "display_url", "open_object_store", "parse_store_url", "validate_endpoint_url"]
 
 _ALLOWED_PARAMS: dict[str, frozenset[str]] = {
     "memory": frozenset(),
@@ -74,6 +75,8 @@ def parse_store_url(url: str) -> StoreUrl:
                              f"allowed for {scheme}://: {sorted(_ALLOWED_PARAMS[scheme]) or 'none'}")
     if scheme == "file":
         return _parse_file(parts.netloc, unquote(parts.path), url)
+    if params.get("endpoint_url"):
+        validate_endpoint_url(params["endpoint_url"])
     name = parts.netloc
     if not name:
         what = "bucket" if scheme == "s3" else "namespace"
@@ -87,6 +90,27 @@ def parse_store_url(url: str) -> StoreUrl:
     return StoreUrl(scheme, name, prefix, params)
 
 
+def validate_endpoint_url(endpoint: str) -> str:
+    """``endpoint`` if it is an ``http(s)://HOST[:PORT][/PATH]`` URL without credentials, else InvalidRequest.
+
+    Checked before botocore sees it: its debug log prints the endpoint whole (a ``user:password@`` in it
+    too), and it reports a malformed one as a bare ValueError.
+    """
+    try:
+        parts = urlsplit(endpoint)
+        port = parts.port  # raises ValueError for a port that is not a number in [0, 65535]
+    except ValueError:
+        port = -1
+        parts = urlsplit("")
+    if "@" in parts.netloc:
+        raise InvalidRequest("endpoint_url must not carry credentials; use the AWS credential chain "
+                             f"(environment, profile, instance role): {display_url(endpoint)!r}")
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname or port == -1 \
+            or parts.query or parts.fragment:
+        raise InvalidRequest(f"endpoint_url {display_url(endpoint)!r} is not an http(s)://HOST[:PORT] URL")
+    return endpoint
+
+
 def _parse_file(netloc: str, path: str, url: str) -> StoreUrl:
     if netloc not in ("", "localhost") or not path.startswith("/") or not Path(path).is_absolute():
         raise InvalidRequest("file store URLs need an absolute path (file:///ABS/DIR), got "
@@ -94,12 +118,18 @@ def _parse_file(netloc: str, path: str, url: str) -> StoreUrl:
     return StoreUrl("file", path.rstrip("/") or "/", "", {})
 
 
-def open_object_store(url: str, *, clock: Clock | None = None, ids: IdSource | None = None) -> ObjectStore:
+def open_object_store(url: str, *, clock: Clock | None = None, ids: IdSource | None = None,
+                      check_access: bool = False) -> ObjectStore:
     """Open the ObjectStore ``url`` names (see the module docstring for the forms).
 
+    ``check_access`` (for opening a store): an S3 store is listed once, failing fast
+    (:meth:`~s3stream.objectstore.s3.S3ObjectStore.check_access`), so a wrong endpoint, bucket or
+    secret is reported at open, in seconds.
+
     Raises:
-        InvalidRequest: a malformed URL, a relative file path or an unknown query parameter.
-        StoreAccessError: the directory cannot be created, or S3 has no credentials for the endpoint.
+        InvalidRequest: a malformed URL or endpoint_url, a relative file path or an unknown query parameter.
+        StoreAccessError: the directory cannot be created, or S3 has no credentials for the endpoint
+            (with ``check_access``: or the endpoint, bucket or credentials cannot be used).
     """
     parsed = parse_store_url(url)
     store: ObjectStore
@@ -121,10 +151,17 @@ def open_object_store(url: str, *, clock: Clock | None = None, ids: IdSource | N
     order = parsed.params.get("list_order") or None
     if order not in (None, "server", "sort"):
         raise InvalidRequest(f"list_order must be 'server' or 'sort', not {order!r}")
-    return S3ObjectStore(parsed.bucket_or_path, prefix=parsed.prefix,
-                         endpoint_url=parsed.params.get("endpoint_url") or None,
-                         region=region, clock=clock, ids=ids,
-                         list_order="sort" if order == "sort" else "server" if order else None)
+    s3 = S3ObjectStore(parsed.bucket_or_path, prefix=parsed.prefix,
+                       endpoint_url=parsed.params.get("endpoint_url") or None,
+                       region=region, clock=clock, ids=ids,
+                       list_order="sort" if order == "sort" else "server" if order else None)
+    if check_access:
+        try:
+            s3.check_access()
+        except BaseException:
+            s3.close()
+            raise
+    return s3
 
 
 def display_url(url: str) -> str:

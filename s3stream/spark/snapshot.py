@@ -140,7 +140,8 @@ class LogReader:
         log_id = f"{topic.name}/{topic.topic_id}/{partition}"
         chunks: list[ChunkRef] = []
         if m.wal is not None:
-            chunks, _ = contiguous_chunks(self._walindex.scan(m.wal), log_id, m.next_offset)
+            chunks, _ = contiguous_chunks(self._walindex.scan(m.wal), log_id, m.next_offset,
+                                                from_seq=m.wal.from_seq)
         leo = chunks[-1].chunk.last_offset + 1 if chunks else m.next_offset
         view = LogView(m.log_start_offset, max(leo, m.log_start_offset), m.next_offset, m.segments, tuple(chunks))
         return PartitionSnapshot(topic, partition, m, view)

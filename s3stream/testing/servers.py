@@ -33,10 +33,12 @@ from s3stream.clock import Clock, SystemClock
 __all__ = [
     "TEST_ACCESS_KEY",
     "TEST_SECRET_KEY",
+    "SeaweedFS",
     "ServerError",
     "free_ports",
     "moto_server",
     "reset_moto",
+    "seaweedfs_instance",
     "seaweedfs_server",
     "stop_process_group",
     "test_credentials_env",
@@ -178,6 +180,72 @@ def seaweedfs_server(tmpdir: str | Path, *, startup_timeout_s: float = 60.0,
     finally:
         stop_process_group(proc)
         _remove_grpc_sockets(ports)
+
+
+class SeaweedFS:
+    """A ``weed mini`` that can be stopped and started again on the same data directory and ports.
+
+    Outage tests need the same endpoint to go away and come back with its data: :meth:`stop` ends the
+    process group (as a server outage would), :meth:`start` runs it again and waits until S3 answers.
+    Use it through :func:`seaweedfs_instance`, which stops it for good on exit.
+    """
+
+    def __init__(self, tmpdir: str | Path, *, startup_timeout_s: float = 60.0, clock: Clock | None = None) -> None:
+        self._binary = _weed_binary()
+        self._clock = clock or SystemClock()
+        self._timeout_s = startup_timeout_s
+        self._data_dir = Path(tmpdir) / "weed-data"
+        self._data_dir.mkdir(parents=True, exist_ok=True)
+        self._log_path = Path(tmpdir) / "weed.log"
+        self._ports: dict[str, int] = {}
+        for name, port in zip(_WEED_COMPONENTS, free_ports(len(_WEED_COMPONENTS), paired_offset=_GRPC_OFFSET),
+                              strict=True):
+            self._ports[f"{name}.port"], self._ports[f"{name}.port.grpc"] = port, port + _GRPC_OFFSET
+        self.endpoint = f"http://127.0.0.1:{self._ports['s3.port']}"
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def running(self) -> bool:
+        """Whether the server process was started and not stopped."""
+        return self._proc is not None
+
+    def start(self) -> None:
+        """Start the server (no-op when running) and wait until its S3 endpoint answers.
+
+        Raises:
+            ServerError: the process exits early or S3 does not answer in time (with the log's tail).
+        """
+        if self._proc is not None:
+            return
+        env = {**os.environ, **test_credentials_env()}
+        with self._log_path.open("ab") as log:
+            self._proc = subprocess.Popen(_weed_command(self._binary, self._data_dir, self._ports), stdout=log,
+                                          stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+                                          start_new_session=True)
+        try:
+            _wait_until_ready(self._proc, self.endpoint, self._log_path, self._timeout_s, self._clock)
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self) -> None:
+        """Stop the server's process group and wait for it (no-op when stopped); the data stays."""
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            stop_process_group(proc)
+            _remove_grpc_sockets(self._ports)
+
+
+@contextlib.contextmanager
+def seaweedfs_instance(tmpdir: str | Path, *, startup_timeout_s: float = 60.0,
+                       clock: Clock | None = None) -> Iterator[SeaweedFS]:
+    """Like :func:`seaweedfs_server`, yielding the restartable :class:`SeaweedFS` (started)."""
+    server = SeaweedFS(tmpdir, startup_timeout_s=startup_timeout_s, clock=clock)
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()
 
 
 def _wait_until_ready(proc: subprocess.Popen[bytes], endpoint: str, log_path: Path, timeout_s: float,

@@ -295,7 +295,7 @@ def test_suite_cli_runs_every_workload_and_writes_files_of_the_documented_shape(
     cmd = [sys.executable, "-m", "benchmarks", "run", "--target", "file", "--quick", "--duration", "0.5",
            "--raw-seconds", "0.1", "--partitions", "2", "--producers", "2", "--batch-records", "50",
            "--segment-mib", "1", "--catchup-mib", "4", "--compaction-mib", "2", "--retention-segments", "20",
-           "--out-dir", str(out), "--work-dir", str(tmp_path / "work"), "--no-progress"]
+           "--recovery-entries", "200", "--out-dir", str(out), "--work-dir", str(tmp_path / "work"), "--no-progress"]
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=240, check=False)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     result = json.loads((out / "file-quick.json").read_text())

@@ -25,6 +25,7 @@ INT_MINIMUMS = {
     "segment_upload_part_bytes": 5 * MiB, "commit_timeout_ms": 1,
     "orphan_min_age_ms": 0, "manifest_min_age_ms": 0, "log_retention_check_interval_ms": 1,
     "log_cleaner_threads": 1, "log_cleaner_dedupe_buffer_size": 1, "log_cleaner_backoff_ms": 0,
+    "max_block_ms": 0, "upload_retry_backoff_ms": 1, "upload_retry_backoff_max_ms": 1,
 }
 
 

@@ -18,6 +18,7 @@ from wal.frame import (
     decode_file_header,
     encode_file_header,
     encode_frame_header,
+    find_live_frame,
     payload_crc,
     scan_frames,
 )
@@ -187,3 +188,13 @@ def test_payload_and_seq_limits() -> None:
     with pytest.raises(WalError, match="outside"):
         encode_file_header(-1)
     encode_frame_header(2**64 - 1, MAX_PAYLOAD_BYTES, 0)  # the bounds themselves are fine
+
+
+def test_find_live_frame_skips_older_lives_and_garbage() -> None:
+    old = b"".join(encode_frame(s, b"old-%d" % s) for s in range(3, 6))
+    live = encode_frame(12, b"live")
+    buf = b"\x00" * 7 + old + b"WS garbage" + live + encode_frame(13, b"next")
+    assert find_live_frame(buf, 0, 10) == (7 + len(old) + 10, 12)
+    assert find_live_frame(buf, 0, 14) is None  # only frames of seqs below it: an earlier life
+    torn = live[:-1] + bytes([live[-1] ^ 1])
+    assert find_live_frame(old + torn, 0, 10) is None  # a live frame must pass its CRC

@@ -165,23 +165,93 @@ def test_rolls_with_fsync_off_never_leave_a_gap_after_a_crash() -> None:
 # -- damage a crash does not explain ----------------------------------------------------------------
 
 
-def test_corruption_in_an_earlier_file_truncates_it_and_drops_later_files(
+def files_of(storage: MemoryWalStorage) -> dict[str, bytes]:
+    return {name: storage.read(name) for name in storage.list_files()}
+
+
+def rewrite(storage: MemoryWalStorage, name: str, data: bytes) -> None:
+    storage.delete(name)
+    storage.create(name, data)
+
+
+def test_corruption_in_an_earlier_file_is_refused_and_nothing_is_dropped(
     mem: MemoryWalStorage, caplog: pytest.LogCaptureFixture
 ) -> None:
     seed_file(mem, 0, file_bytes(0, [b"a0", b"a1", b"a2"]))
     seed_file(mem, 3, file_bytes(3, [b"b3", b"b4"]))
     seed_file(mem, 5, file_bytes(5, [b"c5"]))
     data = bytearray(mem.read("00000000000000000000.log"))
-    data[FILE_HEADER_SIZE + len(encode_frame(0, b"a0")) + 21] ^= 0x40  # payload of seq 1
-    mem.delete("00000000000000000000.log")
-    mem.create("00000000000000000000.log", bytes(data))
+    frame1 = FILE_HEADER_SIZE + len(encode_frame(0, b"a0"))
+    data[frame1 + 21] ^= 0x40  # payload of seq 1
+    rewrite(mem, "00000000000000000000.log", bytes(data))
+    before = files_of(mem)
+    with pytest.raises(WalCorrupt, match=rf"00000000000000000000\.log: frame checksum mismatch at byte {frame1}, "
+                                         r"in a complete file") as caught:
+        WalWriter(storage=mem)
+    assert caught.value.source == "memory:test/00000000000000000000.log" and caught.value.offset == frame1
+    assert files_of(mem) == before  # no later file dropped, nothing truncated
+    mem.lock().release()  # the failed open released the lock
+
+
+def flipped(entries: int, at: int, *, byte: int = 25) -> tuple[bytes, int]:
+    """A one-file log of ``entries`` frames with one byte of frame ``at`` flipped, and that frame's offset."""
+    payloads = [payload_for(s, 40) for s in range(entries)]
+    data = bytearray(file_bytes(0, payloads))
+    offset = len(file_bytes(0, payloads[:at]))
+    data[offset + byte] ^= 0x01
+    return bytes(data), offset
+
+
+@pytest.mark.parametrize("byte", [0, 3, 6, 10, 17, 25, 59])  # magic, flags, length, seq, crc, payload
+def test_a_damaged_frame_followed_by_valid_ones_is_refused_wherever_the_byte_is(
+    mem: MemoryWalStorage, byte: int
+) -> None:
+    data, offset = flipped(10, 4, byte=byte)
+    seed_file(mem, 0, data)
+    with pytest.raises(WalCorrupt, match=rf"at byte {offset}, and a valid frame \(seq 5\) follows") as caught:
+        WalWriter(storage=mem)
+    assert caught.value.offset == offset
+    assert "entries from seq 4 on may have been acknowledged" in str(caught.value)
+    assert files_of(mem) == {"00000000000000000000.log": data}
+
+
+def test_a_zeroed_frame_followed_by_valid_ones_is_not_an_end_mark(mem: MemoryWalStorage) -> None:
+    payloads = [payload_for(s, 40) for s in range(6)]
+    data = bytearray(file_bytes(0, payloads))
+    offset = len(file_bytes(0, payloads[:2]))
+    data[offset:offset + 60] = bytes(60)  # a lost block in the middle: zeros, as an end mark would be
+    seed_file(mem, 0, bytes(data))
+    with pytest.raises(WalCorrupt, match=r"valid frame \(seq 3\) follows"):
+        WalWriter(storage=mem)
+
+
+def test_damage_in_the_last_frame_is_a_torn_tail(mem: MemoryWalStorage, caplog: pytest.LogCaptureFixture) -> None:
+    data, offset = flipped(5, 4)  # nothing valid follows: a crash explains it (the last write, never acked)
+    seed_file(mem, 0, data)
     with caplog.at_level(logging.WARNING, logger="wal"), WalWriter(storage=mem) as writer:
-        assert read_all(writer) == [WalEntry(0, b"a0")]
-        assert writer.next_seq == 1
-        assert writer.append(b"new") == 1
-    assert mem.list_files() == ["00000000000000000000.log"]
-    errors = [r for r in caplog.records if r.levelno == logging.ERROR]
-    assert len(errors) == 1 and "middle of the log" in errors[0].getMessage()
+        assert [e.seq for e in read_all(writer)] == [0, 1, 2, 3]
+    assert mem.read("00000000000000000000.log") == data[:offset]
+    assert [r.levelno for r in caplog.records] == [logging.WARNING] and "torn tail" in caplog.records[0].message
+
+
+def test_frames_of_an_older_life_after_a_torn_frame_do_not_count(mem: MemoryWalStorage) -> None:
+    # a reused file: the older bytes are valid frames, but of seqs below the file's first seq
+    live = [payload_for(s, 40) for s in range(100, 103)]
+    old = b"".join(encode_frame(s, payload_for(s, 40)) for s in range(10, 20))
+    head = file_bytes(100, live)
+    torn = head[:-7] + b"\x01" * 7  # the last live frame torn
+    seed_file(mem, 100, torn + old)
+    with WalWriter(storage=mem) as writer:
+        assert [e.seq for e in read_all(writer)] == [100, 101]
+
+
+def test_a_frame_with_a_later_seq_at_the_damage_is_damage(mem: MemoryWalStorage) -> None:
+    payloads = [payload_for(s, 40) for s in range(4)]
+    # seq 2 missing: frame 3 sits where 2 was due, valid and live
+    data = file_bytes(0, payloads[:2]) + encode_frame(3, payloads[3])
+    seed_file(mem, 0, data)
+    with pytest.raises(WalCorrupt, match=r"frame seq 3 where 2 was expected"):
+        WalWriter(storage=mem)
 
 
 def test_bad_header_of_a_non_last_file_is_corrupt(mem: MemoryWalStorage) -> None:
@@ -241,7 +311,7 @@ def test_entries_detects_damage_after_recovery(tmp_path: Path) -> None:
             byte = f.read(1)
             f.seek(FILE_HEADER_SIZE + 30)
             f.write(bytes([byte[0] ^ 1]))
-        with pytest.raises(WalCorrupt, match=r"\.log: frame checksum mismatch at byte 0"):
+        with pytest.raises(WalCorrupt, match=rf"\.log: frame checksum mismatch at byte {FILE_HEADER_SIZE}"):
             read_all(writer)
 
 

@@ -16,7 +16,7 @@ class RecordingStorage:
 
     ``gate`` (an Event): when set to a cleared Event, ``fsync`` waits for it (after signalling
     ``in_fsync``), so a test can pile appends up behind one in-flight fsync.
-    ``fail`` : names of operations that raise OSError.
+    ``fail`` : names of operations that raise OSError (``fail_errno``, EIO by default).
     """
 
     def __init__(self, inner: WalStorage) -> None:
@@ -29,6 +29,7 @@ class RecordingStorage:
         self.gate: threading.Event | None = None
         self.in_fsync = threading.Event()
         self.fail: set[str] = set()
+        self.fail_errno = 5
         self._mu = threading.Lock()
 
     @property
@@ -37,7 +38,7 @@ class RecordingStorage:
 
     def _maybe_fail(self, op: str) -> None:
         if op in self.fail:
-            raise OSError(5, f"injected {op} failure")
+            raise OSError(self.fail_errno, f"injected {op} failure")
 
     def list_files(self) -> list[str]:
         return self.inner.list_files()
