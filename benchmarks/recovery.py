@@ -42,6 +42,7 @@ from typing import Any
 
 import s3stream
 from benchmarks.process import exit_on_sigterm
+from benchmarks.retention import key_family
 from benchmarks.targets import Target, open_target, target_slug
 from s3stream import Record
 from s3stream.testing.recording import KINDS, RecordingObjectStore
@@ -138,20 +139,8 @@ def _run_writer(url: str, wal_dir: str, cfg: RecoveryConfig, mode: str) -> tuple
 # -- measuring ---------------------------------------------------------------------------------------------
 
 
-def _family(key: str) -> str:
-    if key.startswith(("topics/", "catalog/")):
-        return "topic_document"
-    if key.startswith("wal/"):
-        return "wal_namespace"
-    if "/manifest/" in key:
-        return "manifest"
-    if "/segments/" in key:
-        return "segment_object"
-    return "other"
-
-
 def _requests(rec: RecordingObjectStore) -> dict[str, Any]:
-    by_family: Counter[str] = Counter(f"{op} {_family(key)}" for op, key, _size in rec.log)
+    by_family: Counter[str] = Counter(f"{op} {key_family(key)}" for op, key, _size in rec.log)
     counts = rec.counts()
     return {"by_kind": counts, "total": sum(counts.values()), "by_kind_and_family": dict(sorted(by_family.items()))}
 

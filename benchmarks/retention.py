@@ -129,8 +129,9 @@ def _build(cfg: BenchConfig, url: str, raw: MemoryObjectStore, clock: ManualCloc
 # -- measuring ------------------------------------------------------------------------------------------
 
 
-def _family(key: str) -> str:
-    if key.startswith("topics/"):
+def key_family(key: str) -> str:
+    """Which kind of object a key names, for request counts by family."""
+    if key.startswith(("topics/", "catalog/")):
         return "topic_document"
     if key.startswith("wal/"):
         return "wal_namespace"
@@ -144,7 +145,7 @@ def _family(key: str) -> str:
 def _requests(rec: RecordingObjectStore) -> dict[str, Any]:
     by_family: Counter[str] = Counter()
     for op, key, _size in rec.log:
-        by_family[f"{op} {_family(key)}"] += 1
+        by_family[f"{op} {key_family(key)}"] += 1
     commits = sum(1 for op, key, _ in rec.log if op == "PUT" and "/manifest/" in key)
     # a failed GET is logged with size 0 (no object is ever empty here): the 404s of manifest probes
     misses = sum(1 for op, _key, size in rec.log if op == "GET" and size == 0)

@@ -7,7 +7,7 @@ resuming it after a full disk, and quarantining damage.
 * damage a crash does not explain (``WalCorrupt``) -> :class:`LocalWalCorrupt`: the open is refused and
   nothing is changed; the message names the file, the byte offset and the command that moves it aside;
 * no space (``WalFull``, ENOSPC/EDQUOT) -> :class:`LocalWalFull` (retriable): appends resume by
-  themselves once space returns (:func:`append_failed` starts a :class:`_Resumer`);
+  themselves once space returns (:func:`append_failed` starts a :class:`WalResumer`);
 * a read-only directory, a permission or an I/O error -> :class:`LocalWalUnavailable` (fix, then reopen).
 
 The append path pays nothing for this: errors are caught where they surface, never checked for.
@@ -32,7 +32,7 @@ from wal import QuarantineReport, WalClosed, WalCorrupt, WalError, WalFull, WalL
 if TYPE_CHECKING:
     from s3stream.runtime import NodeRuntime
 
-__all__ = ["append_failed", "open_wal", "quarantine_wal", "wal_error", "wal_errors"]
+__all__ = ["WalResumer", "append_failed", "open_wal", "quarantine_wal", "wal_error", "wal_errors"]
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +98,7 @@ def wal_error(exc: BaseException, directory: str | os.PathLike[str]) -> S3Stream
 def append_failed(node: NodeRuntime, exc: WalError) -> S3StreamError:
     """The error for an append the node's WAL refused; a writer stopped by a full disk gets resumed."""
     if isinstance(exc, WalFull):
-        _resumer(node).kick()
+        node.wal_resumer.kick()
     return wal_error(exc, node.wal.location)
 
 
@@ -123,8 +123,9 @@ def _os_error(exc: BaseException) -> OSError | None:
     return None
 
 
-class _Resumer:
-    """Resumes a node's WAL writer that a full disk stopped, on a background thread, once per kick.
+class WalResumer:
+    """Resumes a node's WAL writer that a full disk stopped, on a background thread, once per kick (one per
+    node, owned by it).
 
     First everything the stopped writer held is published (its trims done): the writer gives the seqs of
     failed appends again, so the uploader must hold none of them. That waits for uploads whose publishing
@@ -172,15 +173,3 @@ class _Resumer:
         except (S3StreamError, WalError, TimeoutError) as exc:
             log.warning("node %s: the local WAL %s cannot resume yet (the next append retries): %s",
                         node.node_id, wal.location, exc)
-
-
-_resumers: weakref.WeakKeyDictionary[NodeRuntime, _Resumer] = weakref.WeakKeyDictionary()
-_resumers_mu = threading.Lock()
-
-
-def _resumer(node: NodeRuntime) -> _Resumer:
-    with _resumers_mu:
-        resumer = _resumers.get(node)
-        if resumer is None:
-            resumer = _resumers[node] = _Resumer(node)
-        return resumer

@@ -206,7 +206,7 @@ class PartitionLog:
         with ``ack=s3``, StoreUnavailable (the object store is unreachable: see docs/operations.md).
         """
         started = self._rt.clock.monotonic()
-        self._rt._check_open()
+        self._rt.check_open()
         try:
             items = iter(records)
         except TypeError:
@@ -264,7 +264,7 @@ class PartitionLog:
 
     def read_arrow(self, offset: int, *, max_records: int | None = None, max_bytes: int | None = None) -> pa.Table:
         """Like :meth:`read`, as an Arrow table of ``records.RECORD_SCHEMA`` (the fast path)."""
-        self._rt._check_open()  # a closed store's caches and WAL are gone: never serve from them
+        self._rt.check_open()  # a closed store's caches and WAL are gone: never serve from them
         offset = int_arg("offset", offset)
         if max_records is not None:
             max_records = int_arg("max_records", max_records)
@@ -390,7 +390,7 @@ class PartitionLog:
 
         Raises InvalidArgument for a ``timestamp`` that is not an int in int64 range; Closed after ``close()``.
         """
-        self._rt._check_open()
+        self._rt.check_open()
         timestamp = int_arg("timestamp", timestamp, minimum=INT64_MIN, maximum=INT64_MAX)
         view = self._view()
         for seg in view.segments:
@@ -431,7 +431,7 @@ class PartitionLog:
         by the next retention pass; reads below it fail at once. InvalidArgument for a ``before_offset``
         that is not an int (``None``, a bool); Closed after ``close()``.
         """
-        self._rt._check_open()
+        self._rt.check_open()
         before_offset = int_arg("before_offset", before_offset)
         cfg = self._config(refresh=True)
         if not cfg.delete:

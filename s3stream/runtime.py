@@ -31,7 +31,7 @@ from s3stream.errors import (
     UnknownTopic,
 )
 from s3stream.ids import IdSource
-from s3stream.localwal import open_wal, wal_errors
+from s3stream.localwal import WalResumer, open_wal, wal_errors
 from s3stream.log import PartitionLog
 from s3stream.metrics import StoreMetrics
 from s3stream.node import claim_namespace, pick_node_directory
@@ -61,6 +61,7 @@ class NodeRuntime:
         self.wal = wal
         self.fence_seq = fence_seq
         self.append_lock = threading.Lock()
+        self.wal_resumer = WalResumer(self)
         self._logs: dict[str, PartitionLog] = {}
         self._logs_lock = threading.Lock()
         s = runtime.settings
@@ -167,7 +168,7 @@ class Runtime:
     # -- partitions --------------------------------------------------------------------------------
 
     def partition(self, topic: str, index: int) -> PartitionLog:
-        self._check_open()
+        self.check_open()
         doc = self.catalog.get(topic)
         value: object = index  # callers outside mypy may pass anything
         if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < doc.partitions:
@@ -213,7 +214,7 @@ class Runtime:
             node.uploader.check()
             return node
         with self._node_lock:
-            self._check_open()
+            self.check_open()
             if self._node is None:
                 self._open_node()
             assert self._node is not None
@@ -350,7 +351,7 @@ class Runtime:
                                 "and an object key prefix)", key="node_id")
         return node_id
 
-    def _check_open(self) -> None:
+    def check_open(self) -> None:
         if self._closed:
             raise Closed("the store is closed")
 
