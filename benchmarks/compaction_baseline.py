@@ -4,7 +4,7 @@ What a first implementation of Kafka's cleaner would look like without Arrow com
 decoded into :class:`s3stream.Record` objects (the API-edge conversion), a ``dict`` maps each key to its
 latest offset (pass 1, one loop over every record), and pass 2 loops over every record again keeping
 those whose offset is the latest of their key, then re-encodes the survivors as segments of the same
-format (:func:`s3stream.segment.encode_segment`). Same rules as the cleaner for this workload (keyed
+format (:func:`s3stream.format.segment.encode_segment`). Same rules as the cleaner for this workload (keyed
 values, no tombstones): the latest record per key survives with its offset, timestamp and headers.
 
 It is deliberately not optimized beyond the obvious; the benchmark runs it on a subset of the data and
@@ -19,8 +19,8 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from s3stream.records import RECORD_SCHEMA, Record, records_from_batch
-from s3stream.segment import encode_segment
+from s3stream.base.records import RECORD_SCHEMA, Record, records_from_batch
+from s3stream.format.segment import encode_segment
 
 __all__ = ["BaselineSegment", "compact_segments", "latest_offsets", "rewrite_segment"]
 

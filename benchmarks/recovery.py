@@ -1,8 +1,9 @@
-"""Recovery benchmark: what opening a store costs when its last process left a full local WAL behind.
+"""Recovery: what opening a store costs when its last process left a full local WAL behind.
 
-Run ``python -m benchmarks.recovery --target file|seaweedfs|latency:<profile>|s3://... [--quick]``. Results go
+Run ``python -m benchmarks recovery --target file|seaweedfs|latency:<profile>|s3://... [--quick]``. Results go
 to ``benchmarks/results/recovery-<target>[-quick].json`` and ``.md`` (``--out-dir`` to change). The suite's
-``recovery`` workload (``python -m benchmarks run --workloads recovery``) runs the same measurement.
+``recovery`` workload (:func:`run_recovery`, ``python -m benchmarks suite --workloads recovery``) runs the same
+measurement with the suite's sizes, flush settings and store options on its target.
 
 Issue 24 found every open replaying the whole active local WAL with one GET per entry (20,000 GETs after
 20,000 small appends, even after a clean close). Three scenarios, each on a fresh store root and WAL
@@ -22,11 +23,13 @@ of the wrapper, by kind and by key family): the open (wall and CPU seconds, requ
 acknowledged record is read back and checked (exactly once, at its offset), then a second open of the
 same root (after the first one's clean close). Wall time is measured with ``time.perf_counter``; the
 stores read their own clocks.
+
+The suite's baseline is the replay before issue 24 (item 2) as a model, not a run: it read every entry of the
+local WAL (no trim point, the active file is never deleted) and made one GET per entry.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import signal
@@ -41,17 +44,20 @@ from pathlib import Path
 from typing import Any
 
 import s3stream
-from benchmarks.process import exit_on_sigterm
-from benchmarks.retention import key_family
-from benchmarks.targets import Target, open_target, target_slug
+from benchmarks.core.markdown import Markdown, render_result
+from benchmarks.core.measure import machine_info
+from benchmarks.core.requests import key_family
+from benchmarks.core.result import Run, WorkloadResult, write_result
+from benchmarks.core.targets import Target, open_target, target_slug
+from benchmarks.suite.context import SuiteContext
 from s3stream import Record
-from s3stream.testing.recording import KINDS, RecordingObjectStore
+from s3stream.objectstore.recording import KINDS, RecordingObjectStore
 from wal import WalWriter
 from wal.storage import TRIM_POINT_FILE_NAME
 
-__all__ = ["SCENARIOS", "RecoveryConfig", "main", "measure", "to_markdown"]
+__all__ = ["SCENARIOS", "RecoveryConfig", "make_config", "measure", "render_markdown", "run", "run_recovery",
+           "run_standalone", "writer_main"]
 
-RESULTS_DIR = Path(__file__).resolve().parent / "results"
 ROOT = Path(__file__).resolve().parent.parent
 TOPIC = "recovery-bench"
 # name -> (what the writer does, whether the trim point record is removed before the reopen)
@@ -111,7 +117,8 @@ def _write(url: str, wal_dir: str, cfg: RecoveryConfig, mode: str) -> dict[int, 
     return acked
 
 
-def _writer_main(argv: list[str]) -> int:
+def writer_main(argv: list[str]) -> int:
+    """The writer child's entry point: ``URL WAL_DIR MODE CONFIG_JSON``; prints the acknowledged counts."""
     url, wal_dir, mode, cfg_json = argv
     cfg = RecoveryConfig(**json.loads(cfg_json))
     acked = _write(url, wal_dir, cfg, mode)
@@ -125,9 +132,9 @@ def _run_writer(url: str, wal_dir: str, cfg: RecoveryConfig, mode: str) -> tuple
     """Run the writer in a child process (the target's credentials are in the inherited environment)."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "benchmarks.recovery", "_write", url, wal_dir, mode,
-                           json.dumps(asdict(cfg))], cwd=ROOT, env=env, capture_output=True, text=True,
-                          check=False)
+    child = "import sys; from benchmarks.recovery import writer_main; sys.exit(writer_main(sys.argv[1:]))"
+    done = subprocess.run([sys.executable, "-c", child, url, wal_dir, mode, json.dumps(asdict(cfg))], cwd=ROOT,
+                          env=env, capture_output=True, text=True, check=False)
     seconds = time.perf_counter() - started
     expected = -signal.SIGKILL if mode == "crash" else 0
     lines = done.stdout.strip().splitlines()
@@ -226,98 +233,121 @@ def measure(target: Target, cfg: RecoveryConfig,
 # -- reporting ----------------------------------------------------------------------------------------------
 
 
-def to_markdown(result: dict[str, Any]) -> str:
-    """A human summary of ``result`` (the JSON holds everything)."""
-    c = result["config"]
-    lines = [f"# Recovery benchmark: {result['target']}{' (quick)' if c['quick'] else ''}", "",
-             f"{c['entries']:,} single-record appends ({c['record_bytes']}-byte values, `ack=wal`) round-robin over "
-             f"{c['partitions']} partitions, written by a child process; a crashing writer then flushes and "
-             f"appends {max(1, c['entries'] // 10):,} more, acknowledged from its local WAL only, and is killed. "
-             "The reopen runs in this process; requests are counted by a recording wrapper.", "",
-             "| scenario | WAL entries | read back | open s | open CPU s | requests | per partition | PUT | GET "
-             "| HEAD | LIST | DELETE | second open s | second open requests | verified |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+def render_markdown(result: dict[str, Any]) -> str:
+    """The summary of a standalone recovery result."""
+    c = result["parameters"]
+    body = Markdown().heading("Scenarios").paragraph(
+        f"{c['entries']:,} single-record appends ({c['record_bytes']}-byte values, `ack=wal`) round-robin over "
+        f"{c['partitions']} partitions, written by a child process; a crashing writer then flushes and "
+        f"appends {max(1, c['entries'] // 10):,} more, acknowledged from its local WAL only, and is killed. "
+        "The reopen runs in this process; requests are counted by a recording wrapper.")
+    rows = []
     for name, s in result["scenarios"].items():
         o, r = s["open"], s["reopen"]
         k = o["requests"]["by_kind"]
-        cells = [LABELS[name], f"{s['local_wal']['entries']:,}", f"{s['local_wal']['to_read']:,}", o["open_s"],
-                 o["open_cpu_s"], o["requests"]["total"], o["requests_per_partition"], *(k[kind] for kind in KINDS),
-                 r["open_s"], r["requests"]["total"], "OK" if not s["problems"] else "FAILED"]
-        lines.append("| " + " | ".join(str(v) for v in cells) + " |")
-    lines += ["", "Requests of the open by kind and key family:", ""]
-    for name, s in result["scenarios"].items():
-        fam = s["open"]["requests"]["by_kind_and_family"]
-        lines.append(f"- {LABELS[name]}: " + (", ".join(f"{k}: {v}" for k, v in fam.items()) or "none"))
-    lines += ["", "Notes:", "",
-              "- *read back*: local WAL entries the open reads (from the trim point on); the rest were published "
-              "and trimmed.",
-              "- Per replayed partition the open reads its topic document and manifest (writer check, claim, "
-              "commit); the node's WAL objects from the manifest's cursor are read once for all partitions (one "
-              "GET each: their number grows with the time since the last seal, not with entries); the node fences "
-              "its namespace (LIST, HEAD, PUT) and flushes what it replayed.",
-              "- Before issue 24 item 2, each of these opens made one GET per local WAL entry it read (all of "
-              "them: 20,000 GETs after 20,000 appends).",
-              "- Writer seconds (append phase in a child process): "
-              + ", ".join(f"{LABELS[n]} {s['write_s']}" for n, s in result["scenarios"].items()) + "."]
-    problems = [p for s in result["scenarios"].values() for p in s["problems"]]
-    lines += ["", "Correctness: " + ("OK (every acknowledged record exactly once at its offset, after both opens)"
-                                    if not problems else "FAILED: " + "; ".join(problems[:10])), ""]
-    return "\n".join(lines)
+        rows.append([LABELS[name], f"{s['local_wal']['entries']:,}", f"{s['local_wal']['to_read']:,}", o["open_s"],
+                     o["open_cpu_s"], o["requests"]["total"], o["requests_per_partition"], *(k[kind] for kind in KINDS),
+                     r["open_s"], r["requests"]["total"], "OK" if not s["problems"] else "FAILED"])
+    body.table(["scenario", "WAL entries", "read back", "open s", "open CPU s", "requests", "per partition", "PUT",
+                "GET", "HEAD", "LIST", "DELETE", "second open s", "second open requests", "verified"], rows)
+    body.heading("Requests of the open by kind and key family").bullets(
+        f"{LABELS[name]}: " + (", ".join(f"{k}: {v}" for k, v in s["open"]["requests"]["by_kind_and_family"].items())
+                               or "none")
+        for name, s in result["scenarios"].items())
+    title = f"Recovery benchmark: {result['target']['spec']}{' (quick)' if c['quick'] else ''}"
+    return render_result(result, title, body,
+                         verified="every acknowledged record exactly once at its offset, after both opens")
 
 
-def _environment(work_dir: str) -> dict[str, Any]:
-    from benchmarks.measure import machine_info, versions
-
-    return {"machine": machine_info(work_dir), "versions": versions()}
+def _notes(scenarios: dict[str, Any]) -> list[str]:
+    return ["*read back*: local WAL entries the open reads (from the trim point on); the rest were published "
+            "and trimmed.",
+            "Per replayed partition the open reads its topic document and manifest (writer check, claim, "
+            "commit); the node's WAL objects from the manifest's cursor are read once for all partitions (one "
+            "GET each: their number grows with the time since the last seal, not with entries); the node fences "
+            "its namespace (LIST, HEAD, PUT) and flushes what it replayed.",
+            "Before issue 24 item 2, each of these opens made one GET per local WAL entry it read (all of "
+            "them: 20,000 GETs after 20,000 appends).",
+            "Writer seconds (append phase in a child process): "
+            + ", ".join(f"{LABELS[n]} {s['write_s']}" for n, s in scenarios.items()) + "."]
 
 
 def run(spec: str, cfg: RecoveryConfig, work_dir: Path) -> dict[str, Any]:
     """Open the target, measure every scenario, and return the result document."""
+    doc = Run.start("recovery")
     with open_target(spec, work_dir) as target:
         scenarios = measure(target, cfg, None)
-        description = target.description
-    return {"benchmark": "recovery", "target": spec, "target_description": description, "config": asdict(cfg),
-            "scenarios": scenarios, "environment": _environment(str(work_dir))}
+        target_info = {"spec": spec, "slug": target.slug, **target.description}
+        machine = machine_info(str(work_dir))
+    problems = [f"{LABELS[name]}: {p}" for name, s in scenarios.items() for p in s["problems"]]
+    slug = f"{target_slug(spec)}{'-quick' if cfg.quick else ''}"
+    return doc.document(slug=slug, target=target_info, machine=machine, parameters=asdict(cfg),
+                        body={"scenarios": scenarios}, problems=problems, notes=_notes(scenarios))
 
 
-def _parse(argv: list[str] | None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(prog="python -m benchmarks.recovery", description=__doc__.split("\n")[0])
-    ap.add_argument("--target", default="file", help="file | seaweedfs | latency:<profile> | s3://BUCKET/PREFIX?...")
-    ap.add_argument("--quick", action="store_true", help="2,000 entries")
-    ap.add_argument("--entries", type=int, default=None, help="appends (local WAL entries) before the stop")
-    ap.add_argument("--partitions", type=int, default=4)
-    ap.add_argument("--record-bytes", type=int, default=100)
-    ap.add_argument("--option", "-o", action="append", default=[], help="store option NAME=VALUE (repeatable)")
-    ap.add_argument("--work-dir", default=None, help="scratch parent dir (its disk holds the WAL)")
-    ap.add_argument("--out-dir", default=str(RESULTS_DIR))
-    return ap.parse_args(argv)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Run the benchmark, write JSON + markdown results, print the summary; 1 if a check failed."""
-    args_list = sys.argv[1:] if argv is None else argv
-    if args_list[:1] == ["_write"]:
-        return _writer_main(args_list[1:])
-    exit_on_sigterm()  # a stopped run still removes its scratch directory
-    args = _parse(args_list)
-    options = dict(item.split("=", 1) for item in args.option)
-    cfg = RecoveryConfig(entries=args.entries or (2_000 if args.quick else 20_000), partitions=args.partitions,
-                         record_bytes=args.record_bytes, quick=args.quick, options=options)
+def make_config(*, quick: bool = False, entries: int | None = None, partitions: int = 4, record_bytes: int = 100,
+                options: dict[str, Any] | None = None) -> RecoveryConfig:
+    """A run's shape from the command's options (20,000 entries; 2,000 with ``quick``)."""
+    cfg = RecoveryConfig(entries=entries or (2_000 if quick else 20_000), partitions=partitions,
+                         record_bytes=record_bytes, quick=quick, options=dict(options or {}))
     if cfg.entries < cfg.partitions or cfg.partitions < 1:
-        print("need --partitions >= 1 and --entries >= --partitions", file=sys.stderr)
-        return 2
-    with tempfile.TemporaryDirectory(prefix="s3stream-recovery-bench-", dir=args.work_dir) as work_dir:
-        result = run(args.target, cfg, Path(work_dir))
-    out = Path(args.out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    stem = f"recovery-{target_slug(args.target)}{'-quick' if cfg.quick else ''}"
-    (out / f"{stem}.json").write_text(json.dumps(result, indent=2, sort_keys=True, default=str) + "\n")
-    md = to_markdown(result)
-    (out / f"{stem}.md").write_text(md)
-    print(md)
-    print(f"results: {out / stem}.json, {out / stem}.md")
-    return 1 if any(s["problems"] for s in result["scenarios"].values()) else 0
+        raise ValueError("need --partitions >= 1 and --entries >= --partitions")
+    return cfg
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+def run_standalone(spec: str, cfg: RecoveryConfig, out_dir: Path, work_dir: Path | None = None) -> int:
+    """Run, write ``out_dir/recovery-<target>[-quick].json`` and its ``.md``, print the summary; 1 if a check
+    failed."""
+    if work_dir is not None:
+        work_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="s3stream-recovery-bench-", dir=work_dir) as work:
+        result = run(spec, cfg, Path(work))
+    path = write_result(result, out_dir / f"recovery-{result['slug']}.json", render_markdown(result))
+    print(path.with_suffix(".md").read_text())
+    print(f"results: {path} and {path.with_suffix('.md')}")
+    return 1 if result["problems"] else 0
+
+
+# -- the suite ----------------------------------------------------------------------------------------------
+
+NAME = "recovery"
+RECORD_BYTES = 100  # small appends: the entries, not the bytes, are what the old replay paid for
+
+
+def run_recovery(ctx: SuiteContext) -> WorkloadResult:
+    """Measure every scenario; raise if an acknowledged record was lost, duplicated or moved."""
+    started = time.perf_counter()
+    p = ctx.params
+    cfg = RecoveryConfig(entries=p.recovery_entries, partitions=p.recovery_partitions, record_bytes=RECORD_BYTES,
+                         quick=p.quick, options=p.open_options())
+    scenarios = measure(ctx.target, cfg, ctx.progress.phase)
+    problems = [f"{LABELS[name]}: {problem}" for name, s in scenarios.items() for problem in s["problems"]]
+    if problems:
+        raise RuntimeError("recovery: wrong result: " + "; ".join(problems[:10]))
+    result = _result(cfg, scenarios)
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+def _result(cfg: RecoveryConfig, scenarios: dict[str, Any]) -> WorkloadResult:
+    result = WorkloadResult(NAME)
+    for name, s in scenarios.items():
+        opened = s["open"]
+        result.figure(f"{name}_open_s", opened["open_s"], "s")
+        result.figure(f"{name}_open_requests", opened["requests"]["total"], "requests")
+        result.figure(f"{name}_requests_per_partition", opened["requests_per_partition"], "requests")
+        result.figure(f"{name}_entries_read", s["local_wal"]["to_read"], "entries")
+        result.figure(f"{name}_second_open_requests", s["reopen"]["requests"]["total"], "requests")
+        result.baseline[f"{name}_open_requests"] = float(s["local_wal"]["entries"])  # it read every entry
+    crash = scenarios["crash"]["open"]["requests"]["by_kind"]
+    result.notes += [
+        f"{cfg.entries:,} single-record appends ({cfg.record_bytes}-byte values, ack=wal) over {cfg.partitions} "
+        f"partitions by a child process; a crashing writer flushes, appends {cfg.unpublished:,} more and is killed "
+        "(SIGKILL); crash_no_trim_point also removes the WAL's trim point record before the reopen",
+        "requests: the open's, counted by a recording wrapper; crash open by kind: "
+        + ", ".join(f"{kind} {n}" for kind, n in crash.items()),
+        "baseline (a model): the replay before issue 24 item 2, one GET per local WAL entry, all of which it read "
+        "(even after a clean close)",
+        "verified: every acknowledged record exactly once at its offset, after the reopen and after a second one",
+    ]
+    return result

@@ -1,6 +1,6 @@
-"""Spark compaction benchmark: the distributed job against the in-process cleaner on the same data.
+"""Spark compaction: the distributed job against the in-process cleaner on the same data.
 
-Run ``python -m benchmarks.spark_compaction [--quick] [--master local[2]]``. Results go to
+Run ``python -m benchmarks spark-compaction [--quick] [--master local[2]]``. Results go to
 ``benchmarks/results/spark-compaction-<quick|full>.json`` and ``.md`` (``--out-dir`` to change).
 
 Workload: one compacted topic of ``--partitions`` partitions on a ``file://`` store, each holding
@@ -9,10 +9,10 @@ distinct keys (uniform), written directly as segment objects. The store director
 so every contender starts from identical bytes:
 
 1. **in-process**: ``Store.run_cleaner()`` passes until none cleans anything (one partition per pass);
-2. **task functions without Spark**: the job's own pieces (:mod:`s3stream.spark.compaction`) called in
+2. **task functions without Spark**: the job's own pieces (:mod:`s3stream.apps.spark.compaction`) called in
    this process, one partition after another, each phase timed (plan and claim, map, rewrite per group,
    swap): the work a Spark task does, without Spark;
-3. **Spark**: :func:`s3stream.spark.jobs.compact` on a local session (``--master``), plus two no-op jobs
+3. **Spark**: :func:`s3stream.apps.spark.jobs.compact` on a local session (``--master``), plus two no-op jobs
    that measure Spark's fixed job overhead and per-task overhead.
 
 The three resulting logs must be identical (records, offsets, horizons, segment ranges, checkpoints), else
@@ -24,10 +24,8 @@ in-process cleaner. Timing uses ``time.perf_counter`` (a measurement; the stores
 
 from __future__ import annotations
 
-import argparse
 import shutil
 import statistics
-import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass
@@ -38,19 +36,20 @@ import numpy as np
 import pyarrow as pa
 
 import s3stream
-from benchmarks.measure import machine_info, versions
-from benchmarks.process import exit_on_sigterm
-from benchmarks.scratch import RESULTS_DIR, run_in_scratch, write_pair
+from benchmarks.core.markdown import Markdown, md_table, render_result
+from benchmarks.core.measure import machine_info
+from benchmarks.core.result import Run, write_result
+from benchmarks.core.scratch import run_in_scratch
 from benchmarks.spark_model import Costs, crossover_groups, crossover_partitions, inproc_seconds, spark_seconds
-from s3stream import layout
-from s3stream.clock import ManualClock
+from s3stream.base import layout
+from s3stream.base.clock import ManualClock
+from s3stream.base.records import RECORD_SCHEMA
+from s3stream.base.settings import StoreSettings
+from s3stream.format.segment import encode_segment
 from s3stream.manifest.intents import add_segment, compose
 from s3stream.manifest.model import SegmentRef
-from s3stream.records import RECORD_SCHEMA
-from s3stream.segment import encode_segment
-from s3stream.settings import StoreSettings
 
-__all__ = ["SparkBenchConfig", "main", "run"]
+__all__ = ["SparkBenchConfig", "make_config", "render_markdown", "run", "run_standalone", "write_results"]
 
 MiB = 1 << 20
 T0 = 1_700_000_000_000
@@ -142,8 +141,8 @@ def measure_inprocess(url: str, wal: Path) -> dict[str, Any]:
 
 def measure_tasks(url: str) -> dict[str, Any]:
     """The job's task functions called here, one partition after another, each phase timed."""
-    from s3stream.spark.compaction import build_map, groups_of, plan_compaction, rewrite_group, swap
-    from s3stream.spark.snapshot import LogReader
+    from s3stream.apps.spark.compaction import build_map, groups_of, plan_compaction, rewrite_group, swap
+    from s3stream.apps.spark.snapshot import LogReader
 
     phases: dict[str, list[float]] = {"driver": [], "map": [], "rewrite_group": []}
     groups: list[int] = []
@@ -174,7 +173,7 @@ def measure_tasks(url: str) -> dict[str, Any]:
 
 def measure_spark(spark: Any, url: str) -> dict[str, Any]:
     """Spark's job and task overheads (no-op jobs, best of 3), then the compaction job until idle."""
-    from s3stream.spark.jobs import compact
+    from s3stream.apps.spark.jobs import compact
 
     sc = spark.sparkContext
     cores = int(sc.defaultParallelism)
@@ -232,7 +231,9 @@ def model(cfg: SparkBenchConfig, costs: Costs, groups: int, cores: int, inproc: 
 
 
 def run(cfg: SparkBenchConfig, work: Path, spark: Any = None) -> dict[str, Any]:
-    """Build, copy three times, measure the three contenders, compare their logs, model the crossover."""
+    """Build, copy three times, measure the three contenders, compare their logs, model the crossover; the
+    result document."""
+    doc = Run.start("spark-compaction")
     dirs = {name: work / name for name in ("inproc", "tasks", "spark")}
     urls = {name: f"file://{d.resolve()}" for name, d in dirs.items()}
     started = time.perf_counter()
@@ -243,7 +244,7 @@ def run(cfg: SparkBenchConfig, work: Path, spark: Any = None) -> dict[str, Any]:
     inproc = measure_inprocess(urls["inproc"], work / "wal-inproc")
     tasks = measure_tasks(urls["tasks"])
     if spark is None:
-        from s3stream.spark.session import local_session
+        from s3stream.apps.spark.session import local_session
 
         spark = local_session("s3stream-benchmark", master=cfg.master, log_level="ERROR")
     sp = measure_spark(spark, urls["spark"])
@@ -251,14 +252,13 @@ def run(cfg: SparkBenchConfig, work: Path, spark: Any = None) -> dict[str, Any]:
     problems = [f"{name}: its log differs from the in-process cleaner's" for name in ("tasks", "spark")
                 if state(urls[name]) != reference]
     costs, groups = _costs(inproc, tasks, sp)
-    return {"benchmark": "spark-compaction", "slug": cfg.slug, "config": asdict(cfg), "logical_bytes": logical,
-            "build_seconds": round(build_s, 3), "inprocess": inproc, "task_functions": tasks, "spark": sp,
-            "model": model(cfg, costs, groups, sp["cores"], inproc, sp), "identical": not problems,
-            "problems": problems, "machine": machine_info(str(work)), "versions": versions()}
-
-
-def _verdict(result: dict[str, Any]) -> str:
-    return "yes" if result["identical"] else "NO: " + "; ".join(result["problems"])
+    body = {"logical_bytes": logical, "build_seconds": round(build_s, 3), "inprocess": inproc,
+            "task_functions": tasks, "spark": sp, "model": model(cfg, costs, groups, sp["cores"], inproc, sp),
+            "identical": not problems}
+    target = {"spec": "file", "kind": "file", "store": "a scratch directory, copied once per contender",
+              "spark_master": cfg.master}
+    return doc.document(slug=cfg.slug, target=target, machine=machine_info(str(work)), parameters=asdict(cfg),
+                        body=body, problems=problems)
 
 
 def _fmt(value: int | None) -> str:
@@ -266,90 +266,71 @@ def _fmt(value: int | None) -> str:
 
 
 def render_markdown(result: dict[str, Any]) -> str:
-    """The human summary of a result document."""
-    cfg, inp, sp, mdl = result["config"], result["inprocess"], result["spark"], result["model"]
+    """The summary of a spark-compaction result."""
+    cfg, inp, sp, mdl = result["parameters"], result["inprocess"], result["spark"], result["model"]
     here, c = mdl["check_here"], mdl["costs"]
-    rows = "\n".join(f"| {x['cores']} | {_fmt(x['partitions_at_this_size'])} | {_fmt(x['partitions_of_one_group'])} "
-                     f"| {_fmt(x['groups_in_one_partition'])} |" for x in mdl["crossover"])
+    tasks = result["task_functions"]
     spark_s = ", ".join(f"{r['seconds']} s ({r['partitions']} partitions)" for r in sp["runs"]) or "nothing to do"
-    return f"""# Spark compaction benchmark ({result['slug']})
-
-{cfg['partitions']} compacted partitions x {cfg['segments']} segments x {cfg['records']:,} records of \
-{cfg['record_bytes']} B ({result['logical_bytes'] / MiB:.1f} MiB logical), {cfg['keys']:,} keys, file:// store.
-Spark master {cfg['master']} ({sp['cores']} cores); machine: {result['machine']['cores']} cores \
-({result['machine']['cpu_model']}), load at start {result['machine']['load_average_at_start']}.
-
-Results identical to the in-process cleaner: **{_verdict(result)}**.
-
-| contender | seconds |
-|---|---|
-| in-process cleaner ({inp['rounds']} rounds, one partition each) | {inp['seconds']} |
-| the job's task functions without Spark (sequential) | \
-{round(sum(result['task_functions']['map']) + sum(result['task_functions']['rewrite_group'])
-       + sum(result['task_functions']['driver']), 3)} |
-| Spark job on {cfg['master']} | {spark_s} |
-
-Measured unit costs (seconds): in-process {c['inproc_group_s']} per group of segments; map task \
-{c['map_group_s']} per group; rewrite task {c['rewrite_group_s']} per group; driver (snapshot, cleaner claim, \
-swap) {c['driver_partition_s']} per partition; Spark job overhead {c['job_overhead_s']}; Spark task overhead \
-{c['task_overhead_s']} ({mdl['groups_per_partition']} groups per partition).
-
-Model check on this machine ({here['cores']} cores): Spark modelled {here['spark_modelled_s']} s, measured \
-{here['spark_measured_first_run_s']} s; in-process modelled {here['inproc_modelled_s']} s, measured \
-{here['inproc_measured_cleaning_s']} s of cleaning rounds.
-
-## Crossover: where Spark's parallelism pays off
-
-`T_inproc = P x G x inproc_group`, `T_spark = 2 x job + ceil(P/E) x (G x map_group + task) + \
-ceil(P x G/E) x (rewrite_group + task) + P x driver` (P partitions of G groups, E executor cores; see \
-`benchmarks/spark_model.py`). Smallest size at which the job is modelled faster:
-
-| executor cores E | partitions of this size ({mdl['groups_per_partition']} groups) | partitions of one group \
-| groups in ONE partition |
-|---|---|---|---|
-{rows}
-
-The job pays two Spark jobs and one task per partition and per group, and the driver's sequential per-partition \
-work (manifest snapshot, cleaner epoch claim, swap commit), which no number of cores removes; the in-process \
-cleaner pays only the per-group work. The crossover moves down as partitions grow (more groups per task \
-overhead) and up with the driver's per-partition work. Costs are this machine's reading a local directory; \
-against S3 every per-group cost grows by the GET/PUT latency, which favours Spark (more I/O in flight).
-"""
+    body = Markdown().heading("Contenders").paragraph(
+        f"{cfg['partitions']} compacted partitions x {cfg['segments']} segments x {cfg['records']:,} records of "
+        f"{cfg['record_bytes']} B ({result['logical_bytes'] / MiB:.1f} MiB logical), {cfg['keys']:,} keys, file:// "
+        f"store; Spark master {cfg['master']} ({sp['cores']} cores). Results identical to the in-process cleaner: "
+        f"**{'yes' if result['identical'] else 'NO'}**.")
+    body.table(["contender", "seconds"], [
+        [f"in-process cleaner ({inp['rounds']} rounds, one partition each)", inp["seconds"]],
+        ["the job's task functions without Spark (sequential)",
+         round(sum(tasks["map"]) + sum(tasks["rewrite_group"]) + sum(tasks["driver"]), 3)],
+        [f"Spark job on {cfg['master']}", spark_s]])
+    body.paragraph(
+        f"Measured unit costs (seconds): in-process {c['inproc_group_s']} per group of segments; map task "
+        f"{c['map_group_s']} per group; rewrite task {c['rewrite_group_s']} per group; driver (snapshot, cleaner "
+        f"claim, swap) {c['driver_partition_s']} per partition; Spark job overhead {c['job_overhead_s']}; Spark task "
+        f"overhead {c['task_overhead_s']} ({mdl['groups_per_partition']} groups per partition).")
+    body.paragraph(
+        f"Model check on this machine ({here['cores']} cores): Spark modelled {here['spark_modelled_s']} s, measured "
+        f"{here['spark_measured_first_run_s']} s; in-process modelled {here['inproc_modelled_s']} s, measured "
+        f"{here['inproc_measured_cleaning_s']} s of cleaning rounds.")
+    body.heading("Crossover: where Spark's parallelism pays off").paragraph(
+        "`T_inproc = P x G x inproc_group`, `T_spark = 2 x job + ceil(P/E) x (G x map_group + task) + "
+        "ceil(P x G/E) x (rewrite_group + task) + P x driver` (P partitions of G groups, E executor cores; see "
+        "`benchmarks/spark_model.py`). Smallest size at which the job is modelled faster:")
+    body.paragraph(*md_table(
+        ["executor cores E", f"partitions of this size ({mdl['groups_per_partition']} groups)",
+         "partitions of one group", "groups in ONE partition"],
+        [[x["cores"], _fmt(x["partitions_at_this_size"]), _fmt(x["partitions_of_one_group"]),
+          _fmt(x["groups_in_one_partition"])] for x in mdl["crossover"]]))
+    body.paragraph(
+        "The job pays two Spark jobs and one task per partition and per group, and the driver's sequential "
+        "per-partition work (manifest snapshot, cleaner epoch claim, swap commit), which no number of cores removes; "
+        "the in-process cleaner pays only the per-group work. The crossover moves down as partitions grow (more "
+        "groups per task overhead) and up with the driver's per-partition work. Costs are this machine's reading a "
+        "local directory; against S3 every per-group cost grows by the GET/PUT latency, which favours Spark (more "
+        "I/O in flight).")
+    return render_result(result, f"Spark compaction benchmark ({result['slug']})", body,
+                         verified="the job's and the task functions' logs are identical to the in-process cleaner's "
+                                  "(records, offsets, horizons, segment ranges, checkpoints)")
 
 
 def write_results(result: dict[str, Any], out_dir: Path) -> Path:
-    return write_pair(result, out_dir, f"spark-compaction-{result['slug']}", render_markdown(result))
+    """``out_dir/spark-compaction-<slug>.json`` and its ``.md``; the JSON path."""
+    return write_result(result, out_dir / f"spark-compaction-{result['slug']}.json", render_markdown(result))
 
 
-def _config(args: argparse.Namespace) -> SparkBenchConfig:
-    if args.quick:
-        return SparkBenchConfig(partitions=4, segments=3, records=4000, record_bytes=256, keys=2000,
-                                master=args.master, seed=args.seed, quick=True)
-    return SparkBenchConfig(partitions=args.partitions, segments=args.segments, records=args.records,
-                            record_bytes=args.record_bytes, keys=args.keys, master=args.master, seed=args.seed,
-                            quick=False)
+def make_config(*, quick: bool = False, partitions: int = 8, segments: int = 4, records: int = 20_000,
+                record_bytes: int = 512, keys: int = 50_000, master: str = "local[2]",
+                seed: int = 7) -> SparkBenchConfig:
+    """A run's shape from the command's options (``quick``: 4 partitions x 3 segments x 4000 records of 256 B)."""
+    if quick:
+        return SparkBenchConfig(partitions=4, segments=3, records=4000, record_bytes=256, keys=2000, master=master,
+                                seed=seed, quick=True)
+    return SparkBenchConfig(partitions=partitions, segments=segments, records=records, record_bytes=record_bytes,
+                            keys=keys, master=master, seed=seed, quick=False)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Exit status: 0 done, 2 when a contender's log differs (the files are written either way)."""
-    exit_on_sigterm()  # a stopped run still removes its scratch directory
-    p = argparse.ArgumentParser(prog="python -m benchmarks.spark_compaction", description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true", help="4 partitions x 3 segments x 4000 records of 256 B")
-    p.add_argument("--partitions", type=int, default=8)
-    p.add_argument("--segments", type=int, default=4, help="sealed segments per partition (default 4)")
-    p.add_argument("--records", type=int, default=20_000, help="records per segment (default 20000)")
-    p.add_argument("--record-bytes", type=int, default=512, help="logical bytes per record (default 512)")
-    p.add_argument("--keys", type=int, default=50_000, help="distinct keys per partition (default 50000)")
-    p.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
-    p.add_argument("--seed", type=int, default=7)
-    p.add_argument("--out-dir", type=Path, default=RESULTS_DIR)
-    p.add_argument("--work-dir", type=Path, default=None, help="scratch parent directory (default: system temp)")
-    args = p.parse_args(argv)
-    cfg = _config(args)
-    result = run_in_scratch(lambda work: run(cfg, work), prefix="s3stream-spark-bench-", work_dir=args.work_dir,
-                            write=lambda r: write_results(r, args.out_dir))
+def run_standalone(cfg: SparkBenchConfig, out_dir: Path, work_dir: Path | None = None) -> int:
+    """Run in a scratch directory, write the result files, print the summary. Exit status: 0 done, 2 when a
+    contender's log differs (the files are written either way)."""
+    result = run_in_scratch(lambda work: run(cfg, work), prefix="s3stream-spark-bench-", work_dir=work_dir,
+                            write=lambda r: write_results(r, out_dir))
     return 0 if result["identical"] else 2
 
-
-if __name__ == "__main__":
-    sys.exit(main())

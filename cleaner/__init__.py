@@ -1,4 +1,4 @@
-"""Key compaction on object storage: Kafka's log cleaner (rules C-* of kafka-cleanup-rules.md).
+"""Key compaction on object storage: Kafka's log cleaner (rules CLEAN-* of docs/design/kafka-rules.md).
 
 * :mod:`cleaner.selection` — which partition and which offsets (pure).
 * :mod:`cleaner.offsetmap` — the bounded offset map, vectorized with pyarrow.
@@ -9,6 +9,6 @@
 * :mod:`cleaner.service` — ``run_cleaner_pass`` and the background loops.
 """
 
-from cleaner.service import CleanerPassReport, CleanerService, run_cleaner_pass
+from cleaner.service import Cleaner, CleanerPassReport, CleanerService, run_cleaner_pass
 
-__all__ = ["CleanerPassReport", "CleanerService", "run_cleaner_pass"]
+__all__ = ["Cleaner", "CleanerPassReport", "CleanerService", "run_cleaner_pass"]

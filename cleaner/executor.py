@@ -32,15 +32,15 @@ from cleaner.offsetmap import OffsetMap, OffsetMapBuilder
 from cleaner.output import OutputStream
 from cleaner.scan import Dropped, prefetched, read_ahead, segment_chunks, segment_keys
 from cleaner.selection import LogToClean
-from s3stream.config import TopicConfig
-from s3stream.errors import CommitConflict, Fenced, S3StreamError
+from s3stream.base.errors import CommitConflict, Fenced, S3StreamError
+from s3stream.base.topic_config import TopicConfig
 from s3stream.manifest.intents import compose, replace_segments
 from s3stream.manifest.model import Epoch, Manifest, SegmentRef
 from s3stream.manifest.versioned import cleaner_fence
 
 if TYPE_CHECKING:
-    from s3stream.log import PartitionLog
-    from s3stream.runtime import Runtime
+    from s3stream.engine.runtime import Runtime
+    from s3stream.partition.log import PartitionLog
 
 __all__ = ["CleanResult", "build_offset_map", "clean_log"]
 
@@ -161,7 +161,7 @@ def clean_log(rt: Runtime, plog: PartitionLog, plan: LogToClean, *, epoch: Epoch
 
 def _rewrite(rt: Runtime, plog: PartitionLog, groups: list[list[SegmentRef]], omap: OffsetMap, rw: _Rewrite, *,
              cfg: TopicConfig, now_ms: int) -> None:
-    """Filter each group chunk by chunk into one new segment (C-GRP2); fills ``rw`` as it goes.
+    """Filter each group chunk by chunk into one new segment (CLEAN-GRP-2); fills ``rw`` as it goes.
 
     Pipelined: one worker reads and decodes the next chunk, another encodes and uploads the group's output
     as its survivors arrive (:class:`cleaner.output.OutputStream`), while this thread applies the keep rules.

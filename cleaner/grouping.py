@@ -1,10 +1,10 @@
-"""Which segments are rewritten together: rule C-GRP1, pure.
+"""Which segments are rewritten together: rule CLEAN-GRP-1, pure.
 
 Every sealed segment overlapping ``[0, end_offset)`` is rewritten — the clean section too, so old values
-of keys updated in the dirty section disappear (checklist item 1). Oldest first, a segment joins the
+of keys updated in the dirty section disappear (CLEAN-GRP-1). Oldest first, a segment joins the
 current group while the group's pre-clean size stays within ``segment.bytes`` and its offset span
 within 2^31-1 (an empty segment always joins: KAFKA-12889). Each group becomes one new segment with the
-first source's base and the last source's last offset (C-GRP2), so the log's offset ranges are kept.
+first source's base and the last source's last offset (CLEAN-GRP-2), so the log's offset ranges are kept.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ HORIZON_ATTRIBUTE = "s3stream.cleaner.min_tombstone_horizon_ms"
 
 
 def set_checkpoint(offset: int) -> Intent:
-    """C-SEL2b / C-CKPT2: store ``offset`` as the cleaner checkpoint."""
+    """CLEAN-SEL-2(b) / CLEAN-CKPT-2: store ``offset`` as the cleaner checkpoint."""
     def apply(cur: Manifest) -> Manifest | None:
         if cur.cleaner_checkpoint == offset:
             return None
@@ -24,7 +24,7 @@ def set_checkpoint(offset: int) -> Intent:
 
 
 def reset_checkpoint(log_start_offset: int) -> Intent:
-    """C-RANGE1 / C-SEL2b: replace a checkpoint that is out of range by ``log_start_offset``.
+    """CLEAN-RANGE-1 / CLEAN-SEL-2(b): replace a checkpoint that is out of range by ``log_start_offset``.
 
     Re-checked against the manifest it is applied to, so a checkpoint another commit made valid
     (a cleaning round that landed first) is left alone.

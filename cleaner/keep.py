@@ -1,18 +1,18 @@
-"""Which records survive a cleaning round: rules C-KEEP1 and C-TOMB1-3, one pure function over Arrow.
+"""Which records survive a cleaning round: rules CLEAN-KEEP-1 and CLEAN-TOMB-1..3, one pure function over Arrow.
 
 This is the single definition of the keep rules; the in-process cleaner and the Spark compaction job
 both call :func:`retain`, so their results are identical by construction.
 
-For each record of a rewritten segment, in this order (C-KEEP1):
+For each record of a rewritten segment, in this order (CLEAN-KEEP-1):
 
 1. ``offset > latest_offset`` (outside this round's map): keep, whatever it is.
 2. no key: drop (counted as invalid: an unkeyed record in a log that became compacted).
 3. keyed: keep iff ``offset >= map[key]`` (absent: -1) and, for a tombstone (``value`` null; an empty
-   value is not a tombstone), its delete horizon is unset or still in the future (C-TOMB2).
+   value is not a tombstone), its delete horizon is unset or still in the future (CLEAN-TOMB-2).
 
-A retained tombstone without a horizon gets ``now + delete.retention.ms`` (C-TOMB1, KIP-534: the
+A retained tombstone without a horizon gets ``now + delete.retention.ms`` (CLEAN-TOMB-1, KIP-534: the
 horizon is based on the cleaning time, not the record's timestamp); a superseded tombstone is dropped
-at once (C-TOMB3). Offsets and timestamps are never changed (G2, G3).
+at once (CLEAN-TOMB-3). Offsets and timestamps are never changed (CLEAN-GUAR-2, CLEAN-GUAR-3).
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ def droppable(offset_map: OffsetMap, first: int, last: int) -> bool:
 
     True iff the range lies in the map's ``[start_offset, latest_offset]`` and holds none of its winners:
     there every keyed record that is not a winner is superseded (tombstone or not) and every unkeyed one
-    is invalid (rules 2 and 3 of C-KEEP1), so the cleaner need not even read such records.
+    is invalid (rules 2 and 3 of CLEAN-KEEP-1), so the cleaner need not even read such records.
     """
     if first < offset_map.start_offset or last > offset_map.latest_offset:
         return False

@@ -1,14 +1,14 @@
-"""The bounded offset map (dedupe buffer): latest offset per key over the dirty range, rules C-MAP1-4.
+"""The bounded offset map (dedupe buffer): latest offset per key over the dirty range, rules CLEAN-MAP-1..4.
 
 Built with pyarrow, never a per-record Python dict: each segment's ``(offset, key)`` columns (read with
 column projection) are merged into a table of ``key -> latest offset`` by a group-by.
 
-Capacity follows Kafka exactly (C-MAP2): ``slots = per-thread buffer / 24``, ``max entries =
+Capacity follows Kafka exactly (CLEAN-MAP-2): ``slots = per-thread buffer / 24``, ``max entries =
 floor(slots * load_factor)``, and the check happens before *every* put, even an overwrite of a key
 already in the map. When the map is full the round stops at that record: ``latest_offset`` is the last
 record processed before it and the checkpoint becomes ``latest_offset + 1`` (partial cleaning,
 KAFKA-3894). After a segment is scanned completely, ``latest_offset`` jumps to the next segment's
-base minus one, so offset gaps are skipped (KAFKA-8764). Unlike Kafka (MD5 of the key, C-MAP4) keys
+base minus one, so offset gaps are skipped (KAFKA-8764). Unlike Kafka (MD5 of the key, CLEAN-MAP-4) keys
 are exact, so a hash collision can never drop a record; the memory per entry is therefore the key
 size plus 8 bytes, while the *entry count* bound is Kafka's.
 """
@@ -22,7 +22,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from s3stream.errors import InvalidConfig
+from s3stream.base.errors import InvalidConfig
 
 __all__ = ["OffsetMap", "OffsetMapBuilder", "map_capacity"]
 
@@ -32,7 +32,7 @@ MAP_SCHEMA = pa.schema([pa.field("key", pa.binary(), nullable=False),
 
 
 def map_capacity(dedupe_buffer_bytes: int, threads: int, load_factor: float) -> int:
-    """Max entries of one cleaner thread's map (C-MAP2); at least one must fit (C-MAP3)."""
+    """Max entries of one cleaner thread's map (CLEAN-MAP-2); at least one must fit (CLEAN-MAP-3)."""
     per_thread = min(dedupe_buffer_bytes // max(threads, 1), 2**31 - 1)
     capacity = int((per_thread // _ENTRY_BYTES) * load_factor)
     if capacity < 1:
@@ -52,7 +52,7 @@ class OffsetMap:
     """
 
     entries: pa.Table          # MAP_SCHEMA: the latest offset of each key
-    latest_offset: int         # the last offset the map accounts for (C-MAP2)
+    latest_offset: int         # the last offset the map accounts for (CLEAN-MAP-2)
     full: bool                 # stopped early: partial cleaning
     capacity: int
     start_offset: int = 0      # the round's first dirty offset: the map covers [start_offset, latest_offset]
@@ -64,7 +64,7 @@ class OffsetMap:
 
     @property
     def end_offset(self) -> int:
-        """The new checkpoint (C-MAP3)."""
+        """The new checkpoint (CLEAN-MAP-3)."""
         return self.latest_offset + 1
 
     @property

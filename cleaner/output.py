@@ -1,7 +1,7 @@
 """One output segment of a cleaning round, encoded and uploaded while the round still filters its input.
 
 The round's thread hands the survivors of each chunk to :meth:`OutputStream.send`; a worker thread encodes
-them row group by row group and uploads the object part by part (:func:`s3stream.sealing.write_segment_stream`),
+them row group by row group and uploads the object part by part (:func:`s3stream.write.seal.write_segment_stream`),
 so when the group's last chunk is filtered only that chunk, the footer and the upload's completion are
 left (building the whole output first and PUTting it after was the round's longest wait: its last, largest
 output). At most :data:`QUEUED` survivor tables wait for the worker. A failure on either side aborts the
@@ -20,11 +20,11 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from s3stream.manifest.model import SegmentRef
-from s3stream.sealing import write_segment_stream
+from s3stream.write.seal import write_segment_stream
 
 if TYPE_CHECKING:
-    from s3stream.log import PartitionLog
-    from s3stream.runtime import Runtime
+    from s3stream.engine.runtime import Runtime
+    from s3stream.partition.log import PartitionLog
 
 __all__ = ["QUEUED", "OutputStream"]
 
@@ -101,13 +101,13 @@ class OutputStream:
 
     def _write(self, rt: Runtime, plog: PartitionLog, group: list[SegmentRef]) -> SegmentRef:
         tables = self._tables()
-        first = next(tables, None)  # its first timestamp goes in the footer (C-GRP2 keeps offsets and times)
+        first = next(tables, None)  # its first timestamp goes in the footer (CLEAN-GRP-2 keeps offsets and times)
         first_ts = int(first.column("timestamp")[0].as_py()) if first is not None else -1
         ref = write_segment_stream(rt, topic_id=plog.topic_id, partition=plog.partition,
                                    tables=itertools.chain([] if first is None else [first], tables),
                                    base_offset=group[0].base_offset, last_offset=group[-1].last_offset,
                                    first_batch_max_ts=first_ts, cleaned=True, crash_point="clean.output_put")
-        return dataclasses.replace(ref, created_ms=group[-1].created_ms)  # C-GRP2: the last source's mtime
+        return dataclasses.replace(ref, created_ms=group[-1].created_ms)  # CLEAN-GRP-2: the last source's mtime
 
 
 def _drain(q: queue.Queue[object]) -> None:

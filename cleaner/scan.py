@@ -1,8 +1,8 @@
 """How the cleaner reads segments: dedicated ranged readers, chosen row groups, and one step of read-ahead.
 
-A cleaning round scans segments twice, both times through a :class:`~s3stream.segment.SegmentReader` of
+A cleaning round scans segments twice, both times through a :class:`~s3stream.format.segment.SegmentReader` of
 its own (scanning through the store's shared reader cache would fill it with blocks nobody reads again)
-and both times only the row groups it needs (:meth:`~s3stream.segment.SegmentReader.read_groups`: fetched
+and both times only the row groups it needs (:meth:`~s3stream.format.segment.SegmentReader.read_groups`: fetched
 by ranged GETs, decoded in one call, checked by each row group's CRC32C, or by page checksums when only
 some columns are read, and against the CRC-protected footer index). For the offset map only the
 ``offset`` and ``key`` columns are read (:func:`segment_keys`). The rewrite (:func:`segment_chunks`)
@@ -37,13 +37,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from s3stream.errors import CorruptData
+from s3stream.base.errors import CorruptData
+from s3stream.format.segment import RowGroupInfo, SegmentReader
 from s3stream.manifest.model import SegmentRef
 from s3stream.objectstore.fetch import ranged_fetch, ranged_fetch_many
-from s3stream.segment import RowGroupInfo, SegmentReader
 
 if TYPE_CHECKING:
-    from s3stream.runtime import Runtime
+    from s3stream.engine.runtime import Runtime
 
 __all__ = [
     "CHUNK_BYTES",

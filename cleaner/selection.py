@@ -1,11 +1,11 @@
-"""Which partition to clean, and which offsets: rules C-SEL1-5 and C-RANGE1-2, as pure functions.
+"""Which partition to clean, and which offsets: rules CLEAN-SEL-1..5 and CLEAN-RANGE-1..2, as pure functions.
 
 Input per partition is a :class:`LogSnapshot` built from its manifest: the sealed segments (the only
 ones that can ever be cleaned; the active segment and rolled-but-unsealed ones never are), the log
 start offset, the log end offset (= high watermark = last stable offset: this store has no
 transactions), the cleaner checkpoint, the topic config and ``now``.
 
-Vocabulary (kafka-cleanup-rules.md): ``first_dirty`` is where this round's offset map starts;
+Vocabulary (docs/design/kafka-rules.md): ``first_dirty`` is where this round's offset map starts;
 ``first_uncleanable`` (U) is the segment-aligned upper bound of the round; the ratio is
 ``cleanable_bytes / (clean_bytes + cleanable_bytes)`` compared with a strict ``>``.
 """
@@ -49,7 +49,7 @@ class LogSnapshot:
 
 @dataclass(frozen=True, slots=True)
 class LogToClean:
-    """The plan for one partition (C-SEL5 quantities and the round's range)."""
+    """The plan for one partition (CLEAN-SEL-5 quantities and the round's range)."""
 
     log_id: str
     first_dirty: int
@@ -57,7 +57,7 @@ class LogToClean:
     clean_bytes: int
     cleanable_bytes: int
     max_compaction_delay_ms: int
-    checkpoint_reset: bool          # C-SEL2b: the stored checkpoint was invalid; rewrite it now
+    checkpoint_reset: bool          # CLEAN-SEL-2(b): the stored checkpoint was invalid; rewrite it now
     tombstones_due: bool = False    # opt-in: only expired tombstone horizons make it eligible
 
     @property
@@ -74,7 +74,7 @@ class LogToClean:
 
 
 def _first_dirty(s: LogSnapshot) -> tuple[int, bool]:
-    """C-RANGE1: the checkpoint, or the log start when it is missing or out of range (then reset it)."""
+    """CLEAN-RANGE-1: the checkpoint, or the log start when it is missing or out of range (then reset it)."""
     if s.checkpoint is None:
         return s.log_start_offset, False
     if s.checkpoint < s.log_start_offset or s.checkpoint > s.log_end_offset:
@@ -96,7 +96,7 @@ def _overlapping(segments: Sequence[SegmentFacts], start: int, end: int) -> Iter
 
 
 def _uncleanable_offset(s: LogSnapshot, first_dirty: int, now_ms: int) -> int:
-    """C-RANGE2: never the active segment, never past the high watermark, never within min lag."""
+    """CLEAN-RANGE-2: never the active segment, never past the high watermark, never within min lag."""
     bound = min(s.log_end_offset, s.active_base)
     if s.min_compaction_lag_ms > 0:
         cutoff = now_ms - s.min_compaction_lag_ms
@@ -108,7 +108,7 @@ def _uncleanable_offset(s: LogSnapshot, first_dirty: int, now_ms: int) -> int:
 
 
 def _segment_aligned(s: LogSnapshot, uncleanable: int) -> int:
-    """C-SEL5: the base of the sealed segment containing ``uncleanable``, else the active base."""
+    """CLEAN-SEL-5: the base of the sealed segment containing ``uncleanable``, else the active base."""
     i = _containing(s.segments, uncleanable)
     if i < len(s.segments) and s.segments[i].base_offset <= uncleanable:
         return s.segments[i].base_offset
@@ -118,7 +118,7 @@ def _segment_aligned(s: LogSnapshot, uncleanable: int) -> int:
 
 
 def _max_compaction_delay(s: LogSnapshot, first_dirty: int, now_ms: int) -> int:
-    """C-SEL4: how far past max.compaction.lag.ms the earliest dirty sealed segment is (0 if not)."""
+    """CLEAN-SEL-4: how far past max.compaction.lag.ms the earliest dirty sealed segment is (0 if not)."""
     stamps = [seg.first_batch_max_timestamp for seg in s.segments[_containing(s.segments, first_dirty):]
               if seg.first_batch_max_timestamp > 0]
     if not stamps:
@@ -129,7 +129,7 @@ def _max_compaction_delay(s: LogSnapshot, first_dirty: int, now_ms: int) -> int:
 
 
 def plan_log(s: LogSnapshot, now_ms: int) -> LogToClean:
-    """The cleaning plan of one partition: range, byte counts, max-lag delay (C-SEL2a-d, C-SEL5)."""
+    """The cleaning plan of one partition: range, byte counts, max-lag delay (CLEAN-SEL-2(a)..(d), CLEAN-SEL-5)."""
     first_dirty, reset = _first_dirty(s)
     first_uncleanable = _segment_aligned(s, _uncleanable_offset(s, first_dirty, now_ms))
     clean = sum(seg.size_bytes for seg in s.segments if seg.base_offset < first_dirty)
@@ -142,7 +142,7 @@ def plan_log(s: LogSnapshot, now_ms: int) -> LogToClean:
 
 
 def _eligible(plan: LogToClean, min_ratio: float) -> bool:
-    """C-SEL3: max lag with something cleanable, or a dirty ratio strictly above the minimum."""
+    """CLEAN-SEL-3: max lag with something cleanable, or a dirty ratio strictly above the minimum."""
     if plan.need_compaction_now and plan.cleanable_bytes > 0:
         return True
     if plan.cleanable_ratio > min_ratio:
@@ -152,10 +152,10 @@ def _eligible(plan: LogToClean, min_ratio: float) -> bool:
 
 def choose_filthiest(snapshots: Iterable[LogSnapshot], now_ms: int, *,
                      skip: frozenset[str] = frozenset()) -> tuple[LogToClean | None, list[LogToClean]]:
-    """C-SEL2/3: the eligible partition with the highest ratio, and every computed plan.
+    """CLEAN-SEL-2/3: the eligible partition with the highest ratio, and every computed plan.
 
     Partitions in ``skip`` (in progress, uncleanable) are not considered. Plans with
-    ``checkpoint_reset`` must have their checkpoint rewritten even when not chosen (C-SEL2b).
+    ``checkpoint_reset`` must have their checkpoint rewritten even when not chosen (CLEAN-SEL-2(b)).
     """
     plans: list[LogToClean] = []
     best: LogToClean | None = None

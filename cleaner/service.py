@@ -1,9 +1,9 @@
 """The cleaner service: one selection-and-clean pass, and the background loops of ``s3stream serve``.
 
-A pass (C-SEL1): snapshot every compacted partition from its manifest, rewrite invalid checkpoints
-(C-SEL2b), pick the dirtiest eligible partition (C-SEL3), clean it, then run retention on every
-compacted partition (R2: compacted logs get retention from the cleaner). A partition whose cleaning
-raises an unexpected error is marked uncleanable (C-ERR1): reported, skipped for cleaning and for
+A pass (CLEAN-SEL-1): snapshot every compacted partition from its manifest, rewrite invalid checkpoints
+(CLEAN-SEL-2(b)), pick the dirtiest eligible partition (CLEAN-SEL-3), clean it, then run retention on every
+compacted partition (RET-2: compacted logs get retention from the cleaner). A partition whose cleaning
+raises an unexpected error is marked uncleanable (CLEAN-ERR-1): reported, skipped for cleaning and for
 cleaner-driven retention until the process restarts; the others go on. A partition another cleaner
 claimed (a newer cleaner epoch) is left to it.
 """
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -21,18 +20,17 @@ from cleaner.intents import HORIZON_ATTRIBUTE, reset_checkpoint
 from cleaner.metrics import CleanerMetrics
 from cleaner.offsetmap import map_capacity
 from cleaner.selection import LogSnapshot, LogToClean, SegmentFacts, choose_filthiest
-from s3stream.config import TopicConfig
-from s3stream.errors import Fenced, S3StreamError, UnknownTopic
+from s3stream.base.errors import Fenced, S3StreamError, UnknownTopic
+from s3stream.base.topic_config import TopicConfig
+from s3stream.maintenance.retention import retain_partition
 from s3stream.manifest.intents import claim_cleaner
 from s3stream.manifest.model import Epoch, Manifest
-from s3stream.retention_task import retain_partition
 
 if TYPE_CHECKING:
-    from s3stream.log import PartitionLog
-    from s3stream.runtime import Runtime
-    from s3stream.store import Store
+    from s3stream.engine.runtime import Runtime
+    from s3stream.partition.log import PartitionLog
 
-__all__ = ["CleanerPassReport", "CleanerService", "run_cleaner_pass"]
+__all__ = ["Cleaner", "CleanerPassReport", "CleanerService", "run_cleaner_pass"]
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +52,7 @@ class _CleanerState:
     """Per-store cleaner bookkeeping (uncleanable set, epochs, in-progress set, metrics)."""
 
     def __init__(self, rt: Runtime) -> None:
+        self.runtime = rt
         self.lock = threading.Lock()
         self.uncleanable: dict[str, str] = {}
         self.in_progress: set[str] = set()
@@ -61,19 +60,6 @@ class _CleanerState:
         self.epochs: dict[str, Epoch] = {}
         self.owner = f"cleaner-{rt.ids.token(6)}"
         self.metrics = CleanerMetrics(rt.metrics.registry)
-
-
-_STATES: weakref.WeakKeyDictionary[Runtime, _CleanerState] = weakref.WeakKeyDictionary()
-_STATES_LOCK = threading.Lock()
-
-
-def _state(rt: Runtime) -> _CleanerState:
-    with _STATES_LOCK:
-        st = _STATES.get(rt)
-        if st is None:
-            st = _CleanerState(rt)
-            _STATES[rt] = st
-        return st
 
 
 def _snapshot(plog: PartitionLog, m: Manifest, cfg: TopicConfig) -> LogSnapshot:
@@ -94,8 +80,7 @@ def _snapshot(plog: PartitionLog, m: Manifest, cfg: TopicConfig) -> LogSnapshot:
     )
 
 
-def _compacted(store: Store) -> list[tuple[PartitionLog, TopicConfig]]:
-    rt = store.runtime
+def _compacted(rt: Runtime) -> list[tuple[PartitionLog, TopicConfig]]:
     out: list[tuple[PartitionLog, TopicConfig]] = []
     for name in rt.catalog.names():
         try:
@@ -104,18 +89,33 @@ def _compacted(store: Store) -> list[tuple[PartitionLog, TopicConfig]]:
             continue
         cfg = TopicConfig.from_overrides(doc.config)
         if cfg.compact:
-            out.extend((store.partition(name, p), cfg) for p in range(doc.partitions))
+            out.extend((rt.partition(name, p), cfg) for p in range(doc.partitions))
     return out
 
 
-def run_cleaner_pass(store: Store) -> CleanerPassReport:
-    """One pass (see the module docstring); a no-op report when ``log.cleaner.enable`` is false."""
-    rt = store.runtime
+class Cleaner:
+    """The cleaner of one open store: its bookkeeping across passes (partitions found uncleanable, cleaner
+    epochs, rounds in progress, metrics). The Store owns one; passes and the service loops share it."""
+
+    def __init__(self, rt: Runtime) -> None:
+        self.runtime = rt
+        self._state = _CleanerState(rt)
+
+    def run_pass(self) -> CleanerPassReport:
+        """One pass (see the module docstring); a no-op report when ``log.cleaner.enable`` is false."""
+        return _run_pass(self.runtime, self._state)
+
+
+def run_cleaner_pass(cleaner: Cleaner) -> CleanerPassReport:
+    """One pass of ``cleaner`` (see :meth:`Cleaner.run_pass`)."""
+    return cleaner.run_pass()
+
+
+def _run_pass(rt: Runtime, st: _CleanerState) -> CleanerPassReport:
     if not rt.settings.log_cleaner_enable:
         return CleanerPassReport(enabled=False)
-    st = _state(rt)
     now = rt.clock.now_ms()
-    logs = _compacted(store)
+    logs = _compacted(rt)
     by_id = {plog.log_id: (plog, cfg) for plog, cfg in logs}
     with st.lock:
         skip = frozenset(st.uncleanable) | frozenset(st.in_progress) | frozenset(st.fenced)
@@ -127,7 +127,7 @@ def run_cleaner_pass(store: Store) -> CleanerPassReport:
             report.checkpoints_reset += _reset_checkpoint(st, by_id[plan.log_id][0], plan)
     _update_gauges(st, plans)
     if best is not None:
-        report.cleaned = _clean_chosen(store, st, best, *by_id[best.log_id], now)
+        report.cleaned = _clean_chosen(rt, st, best, *by_id[best.log_id], now)
     report.retention_segments_deleted = _cleaner_retention(st, logs, rt.clock.now_ms())
     with st.lock:
         report.uncleanable = dict(st.uncleanable)
@@ -142,31 +142,31 @@ def _snapshots(st: _CleanerState, logs: list[tuple[PartitionLog, TopicConfig]]) 
     for plog, cfg in logs:
         try:
             out.append(_snapshot(plog, plog.manifest(refresh=True), cfg))
-        except Exception as exc:  # noqa: BLE001 - C-ERR1: errors while choosing mark the partition too
+        except Exception as exc:  # noqa: BLE001 - CLEAN-ERR-1: errors while choosing mark the partition too
             _mark_uncleanable(st, plog.log_id, exc)
     return out
 
 
 def _reset_checkpoint(st: _CleanerState, plog: PartitionLog, plan: LogToClean) -> int:
-    """C-SEL2b (T07/T08, KAFKA-6266): persist the reset of an invalid checkpoint now; 1 if it was written."""
+    """CLEAN-SEL-2(b) (KT-07/KT-08, KAFKA-6266): persist the reset of an invalid checkpoint now; 1 if it was written."""
     try:
         plog.manifest_store.commit(reset_checkpoint(plan.first_dirty))
-    except Exception as exc:  # noqa: BLE001 - C-ERR1
+    except Exception as exc:  # noqa: BLE001 - CLEAN-ERR-1
         _mark_uncleanable(st, plog.log_id, exc)
         return 0
     return 1
 
 
 def _cleaner_retention(st: _CleanerState, logs: list[tuple[PartitionLog, TopicConfig]], now_ms: int) -> int:
-    """R2: compacted logs get retention from the cleaner, except uncleanable or in-progress ones."""
+    """RET-2: compacted logs get retention from the cleaner, except uncleanable or in-progress ones."""
     deleted = 0
     for plog, cfg in logs:
         with st.lock:
             if plog.log_id in st.uncleanable or plog.log_id in st.in_progress:
                 continue
         try:
-            retained = retain_partition(plog, cfg, now_ms=now_ms)
-        except Exception as exc:  # noqa: BLE001 - C-ERR1: retention errors mark the partition too
+            retained = retain_partition(st.runtime, plog, cfg, now_ms=now_ms)
+        except Exception as exc:  # noqa: BLE001 - CLEAN-ERR-1: retention errors mark the partition too
             _mark_uncleanable(st, plog.log_id, exc)
             continue
         if retained is not None:
@@ -181,9 +181,8 @@ def _sealed_bytes(plog: PartitionLog) -> int:
         return 0
 
 
-def _clean_chosen(store: Store, st: _CleanerState, plan: LogToClean, plog: PartitionLog, cfg: TopicConfig,
+def _clean_chosen(rt: Runtime, st: _CleanerState, plan: LogToClean, plog: PartitionLog, cfg: TopicConfig,
                   now: int) -> CleanResult | None:
-    rt = store.runtime
     with st.lock:
         if plog.log_id in st.in_progress:
             return None  # another cleaner thread of this process took it meanwhile
@@ -206,7 +205,7 @@ def _clean_chosen(store: Store, st: _CleanerState, plan: LogToClean, plog: Parti
             st.fenced.add(plog.log_id)
         st.metrics.rounds.labels("fenced").inc()
         return None
-    except Exception as exc:  # noqa: BLE001 - C-ERR1: any unexpected error marks the partition uncleanable
+    except Exception as exc:  # noqa: BLE001 - CLEAN-ERR-1: any unexpected error marks the partition uncleanable
         _mark_uncleanable(st, plog.log_id, exc)
         return None
     finally:
@@ -244,13 +243,13 @@ def _update_gauges(st: _CleanerState, plans: list[LogToClean]) -> None:
 class CleanerService:
     """``log.cleaner.threads`` loops, each: a pass, then ``log.cleaner.backoff.ms`` sleep if idle."""
 
-    def __init__(self, store: Store) -> None:
-        self._store = store
+    def __init__(self, cleaner: Cleaner) -> None:
+        self._cleaner = cleaner
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
 
     def start(self) -> None:
-        s = self._store.settings
+        s = self._cleaner.runtime.settings
         if not s.log_cleaner_enable:
             return
         for i in range(s.log_cleaner_threads):
@@ -259,11 +258,11 @@ class CleanerService:
             self._threads.append(t)
 
     def _loop(self) -> None:
-        backoff_s = self._store.settings.log_cleaner_backoff_ms / 1000.0
-        clock = self._store.clock
+        backoff_s = self._cleaner.runtime.settings.log_cleaner_backoff_ms / 1000.0
+        clock = self._cleaner.runtime.clock
         while not self._stop.is_set():
             try:
-                report = run_cleaner_pass(self._store)
+                report = self._cleaner.run_pass()
                 idle = report.cleaned is None
             except Exception as exc:  # noqa: BLE001 - the loop must survive; the error is logged
                 log.error("cleaner pass failed: %r", exc)

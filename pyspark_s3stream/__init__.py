@@ -5,6 +5,6 @@ Spark imports every installed top-level module named ``pyspark_*`` that defines 
 ``spark.read.format("s3stream")`` works once the package is installed with its ``spark`` extra.
 """
 
-from s3stream.spark.source import S3StreamDataSource as DefaultSource
+from s3stream.apps.spark.source import S3StreamDataSource as DefaultSource
 
 __all__ = ["DefaultSource"]

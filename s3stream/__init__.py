@@ -12,9 +12,9 @@ The stable surface::
 
 from __future__ import annotations
 
-from s3stream import errors
-from s3stream.clock import Clock, ManualClock, SystemClock
-from s3stream.errors import (
+from s3stream.base import errors
+from s3stream.base.clock import Clock, ManualClock, SystemClock
+from s3stream.base.errors import (
     BufferFull,
     Closed,
     CorruptData,
@@ -31,9 +31,9 @@ from s3stream.errors import (
     TopicExists,
     UnknownTopic,
 )
-from s3stream.ids import IdSource
-from s3stream.log import PartitionLog
-from s3stream.records import AppendResult, Record, SegmentInfo
+from s3stream.base.ids import IdSource
+from s3stream.base.records import AppendResult, Record, SegmentInfo
+from s3stream.partition.log import PartitionLog
 from s3stream.store import Store, open_store
 
 __all__ = [

@@ -3,27 +3,31 @@
 URLs: ``memory://NAME`` (tests), ``file:///ABS/DIR`` (the embedded default), and
 ``s3://BUCKET/PREFIX?endpoint_url=...&region=...`` (credentials from the standard AWS chain).
 Options (``open_store(url, flush_interval_ms=100, ack="s3", wal_dir=...)``) are the fields of
-:class:`~s3stream.settings.StoreSettings`, under their Python or dotted Kafka-style names.
+:class:`~s3stream.base.settings.StoreSettings`, under their Python or dotted Kafka-style names.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Mapping
 from types import TracebackType
 from typing import Any
 
-from s3stream.clock import Clock, SystemClock
-from s3stream.config import effective_topic_config
-from s3stream.crashpoints import CrashPoints
-from s3stream.errors import InvalidConfig, UnknownTopic
-from s3stream.ids import IdSource
-from s3stream.log import PartitionLog
-from s3stream.metrics import StoreMetrics
+from cleaner.service import Cleaner, CleanerPassReport
+from s3stream.base.clock import Clock, SystemClock
+from s3stream.base.crashpoints import CrashPoints
+from s3stream.base.errors import InvalidConfig, UnknownTopic
+from s3stream.base.ids import IdSource
+from s3stream.base.settings import StoreSettings, default_wal_dir
+from s3stream.base.topic_config import effective_topic_config
+from s3stream.engine.runtime import Runtime
+from s3stream.maintenance.gc import GarbageReport, collect_garbage
+from s3stream.maintenance.retention import RetentionReport, run_retention_pass
 from s3stream.objectstore.protocol import ObjectStore
 from s3stream.objectstore.url import open_object_store, parse_store_url
-from s3stream.runtime import Runtime
-from s3stream.settings import StoreSettings, default_wal_dir
+from s3stream.partition.log import PartitionLog
+from s3stream.write.metrics import StoreMetrics
 
 __all__ = ["Store", "open_store"]
 
@@ -87,6 +91,8 @@ class Store:
     def __init__(self, url: str, objstore: ObjectStore, settings: StoreSettings, clock: Clock, ids: IdSource,
                  crash: CrashPoints, wal_root: str, *, seal_in_workers: bool = False) -> None:
         self._metrics = StoreMetrics()
+        self._cleaner: Cleaner | None = None
+        self._cleaner_lock = threading.Lock()
         self._rt = Runtime(url=url, objstore=objstore, settings=settings, clock=clock, ids=ids, crash=crash,
                            wal_root=wal_root, metrics=self._metrics, seal_in_workers=seal_in_workers)
         try:
@@ -186,28 +192,30 @@ class Store:
         node = self._rt.existing_node()
         if node is not None:
             node.uploader.flush()
-            for plog in node.logs():
+            for plog in self._rt.written_logs():
                 plog.flush()
 
-    def run_retention(self) -> Any:
-        """One retention pass over every partition (rules R1-R9), using the store's clock."""
-        from s3stream.retention_task import run_retention_pass
-
+    def run_retention(self) -> RetentionReport:
+        """One retention pass over every partition (rules RET-1..9), using the store's clock."""
         self.flush()
-        return run_retention_pass(self)
+        return run_retention_pass(self._rt)
 
-    def run_cleaner(self) -> Any:
-        """One cleaner pass: clean the dirtiest eligible compacted partition, then its retention (C-SEL1)."""
-        from cleaner.service import run_cleaner_pass
+    @property
+    def cleaner(self) -> Cleaner:
+        """This store's cleaner (its state lasts across passes; ``serve`` runs its loops)."""
+        with self._cleaner_lock:
+            if self._cleaner is None:
+                self._cleaner = Cleaner(self._rt)
+            return self._cleaner
 
+    def run_cleaner(self) -> CleanerPassReport:
+        """One cleaner pass: clean the dirtiest eligible compacted partition, then its retention (CLEAN-SEL-1)."""
         self.flush()
-        return run_cleaner_pass(self)
+        return self.cleaner.run_pass()
 
-    def collect_garbage(self, *, dry_run: bool = False) -> Any:
+    def collect_garbage(self, *, dry_run: bool = False) -> GarbageReport:
         """Delete objects no manifest references, after their grace periods (never earlier)."""
-        from s3stream.store_gc import collect_garbage
-
-        return collect_garbage(self, dry_run=dry_run)
+        return collect_garbage(self._rt, dry_run=dry_run)
 
     # -- lifecycle -------------------------------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""Session-wide S3 test servers shared by every test area (built on s3stream.testing.servers).
+"""Session-wide S3 test servers shared by every test area (built on s3stream.apps.servers).
 
 * ``moto_endpoint``: moto's threaded server on a free 127.0.0.1 port (not atomic under concurrency).
 * ``seaweedfs_endpoint``: ``weed mini`` on free ports (atomic conditional writes); skipped, with the
@@ -15,7 +15,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from s3stream.testing.servers import moto_server, seaweedfs_server, test_credentials_env
+from s3stream.apps.servers import moto_server, seaweedfs_server, test_credentials_env
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,4 @@
-"""The allocator setting of s3stream's own processes (s3stream/allocator.py)."""
+"""The allocator setting of s3stream's own processes (s3stream/base/allocator.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-_PROBE = ("from s3stream.allocator import allocator_setting, tune_allocator; "
+_PROBE = ("from s3stream.base.allocator import allocator_setting, tune_allocator; "
           "print(tune_allocator(), allocator_setting())")
 
 

@@ -12,7 +12,7 @@ the PUTs of one partition run concurrently; put-if-absent still refuses a second
 A reader that starts after the writers finished sees every object; a tailing reader could see a later
 sequence land before an earlier one (no ordering: the baseline does not pretend to be a log server).
 
-The driver: :class:`benchmarks.workload.Producers` reports latency percentiles only, so every log it
+The driver: :class:`benchmarks.core.producers.Producers` reports latency percentiles only, so every log it
 drives is wrapped in a thin recorder that keeps each append's start and end times; that gives the
 latency samples (for CDFs) and the completion times (for throughput over time) of s3stream and naive
 runs alike. ``Producers`` only calls ``append``, so the recorder stands in for a ``PartitionLog``.
@@ -29,9 +29,10 @@ from typing import Protocol, cast
 
 import pyarrow as pa
 
-from benchmarks.measure import LatencySummary, mb_per_s
-from benchmarks.suite.model import MiB, Series, SuiteParams
-from benchmarks.workload import ProduceResult, Producers, make_batches
+from benchmarks.core.measure import LatencySummary, mb_per_s
+from benchmarks.core.producers import ProduceResult, Producers, make_batches
+from benchmarks.core.result import Series
+from benchmarks.suite.context import MiB, SuiteParams
 from s3stream import PartitionLog, Record
 from s3stream.objectstore.protocol import ObjectStore
 

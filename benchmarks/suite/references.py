@@ -32,7 +32,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from benchmarks.suite.model import MiB, SuiteParams
+from benchmarks.suite.context import MiB, SuiteParams
 
 __all__ = ["PUBLISHED", "Reference", "model_references", "references"]
 

@@ -1,6 +1,6 @@
 """Workload name -> the function that runs it, imported only when a run asks for it.
 
-Lazy imports keep ``python -m benchmarks run --workloads ingest`` from importing (and failing on) the
+Lazy imports keep ``python -m benchmarks suite --workloads ingest`` from importing (and failing on) the
 other workloads' modules, and turn a missing or broken module into one clear error before anything runs.
 """
 
@@ -9,7 +9,8 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Iterable
 
-from benchmarks.suite.model import ALL_WORKLOADS, SuiteContext, WorkloadResult
+from benchmarks.core.result import WorkloadResult
+from benchmarks.suite.context import ALL_WORKLOADS, SuiteContext
 
 __all__ = ["WORKLOADS", "WorkloadFn", "WorkloadUnavailable", "load_workload", "load_workloads", "parse_workloads"]
 
@@ -17,13 +18,13 @@ WorkloadFn = Callable[[SuiteContext], WorkloadResult]
 
 # name -> (module, function); the order of ALL_WORKLOADS is the order of a full run.
 WORKLOADS: dict[str, tuple[str, str]] = {
-    "ingest": ("benchmarks.suite.ingest", "run_ingest"),
-    "e2e": ("benchmarks.suite.e2e", "run_e2e"),
-    "catchup": ("benchmarks.suite.catchup", "run_catchup"),
-    "compaction": ("benchmarks.suite.compaction", "run_compaction"),
-    "retention": ("benchmarks.suite.retention", "run_retention"),
-    "mixed": ("benchmarks.suite.mixed", "run_mixed"),
-    "recovery": ("benchmarks.suite.recovery", "run_recovery"),
+    "ingest": ("benchmarks.ingest", "run_ingest"),
+    "e2e": ("benchmarks.e2e", "run_e2e"),
+    "catchup": ("benchmarks.catchup", "run_catchup"),
+    "compaction": ("benchmarks.compaction", "run_compaction"),
+    "retention": ("benchmarks.retention", "run_retention"),
+    "mixed": ("benchmarks.mixed", "run_mixed"),
+    "recovery": ("benchmarks.recovery", "run_recovery"),
 }
 assert tuple(WORKLOADS) == ALL_WORKLOADS
 

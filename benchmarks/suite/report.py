@@ -1,7 +1,8 @@
-"""The suite's ratios, its markdown summary, and its console tables, all from the result dict.
+"""The suite's ratios, its part of the markdown summary, and its console tables, all from the result dict.
 
 Everything here reads the JSON-shaped result (``WorkloadResult.as_dict()`` per workload, the flat raw
-limits, the reference lines), so a result file can be re-rendered without re-running anything.
+limits, the reference lines), so a result file can be re-rendered without re-running anything; the summary
+is written by :mod:`benchmarks.core.markdown` like every other result's.
 
 Ratios put each figure next to what bounds or frames it: a raw limit of the same run (ingest MB/s over
 min(disk, PUT), ack p99 over fsync p99 or PUT p99, catch-up MB/s over raw GET), the naive baseline
@@ -16,6 +17,8 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+
+from benchmarks.core.markdown import Markdown, fmt, render_result
 
 __all__ = ["Ratio", "compute_ratios", "print_summary", "print_workload", "render_markdown", "workload_table"]
 
@@ -108,25 +111,6 @@ def _baseline_ratios(r: _Ratios, workloads: Mapping[str, Mapping[str, Any]]) -> 
 # ---------------------------------------------------------------- formatting
 
 
-def fmt(value: Any) -> str:
-    """A number with about three significant digits, thousands separated; other values as text."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return "-" if value is None else str(value)
-    v = float(value)
-    if v == 0:
-        return "0"
-    a = abs(v)
-    if a >= 1000:
-        return f"{v:,.0f}"
-    if a >= 100:
-        return f"{v:.0f}"
-    if a >= 10:
-        return f"{v:.1f}"
-    if a >= 1:
-        return f"{v:.2f}"
-    return f"{v:.3g}"
-
-
 def _ratio_text(ratio: Ratio) -> str:
     return f"{fmt(ratio.ratio)}x ({ratio.better} is better)"
 
@@ -137,12 +121,6 @@ def _by_figure(ratios: Sequence[Ratio], workload: str) -> dict[str, list[Ratio]]
         if ratio.workload == workload and ratio.kind != "baseline":
             out.setdefault(ratio.figure, []).append(ratio)
     return out
-
-
-def _md_table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in rows]
-    return lines
 
 
 def _ratios_of(result: Mapping[str, Any]) -> list[Ratio]:
@@ -156,125 +134,92 @@ def render_markdown(result: Mapping[str, Any]) -> str:
     """The markdown summary of a suite result (images linked by the relative paths in ``images``)."""
     ratios = _ratios_of(result)
     images: Mapping[str, str] = result.get("images", {})
-    lines = _header(result)
-    lines += ["", "## Raw limits", "", "No s3stream code involved: the WAL directory's disk and the target "
-              "measured directly (see `benchmarks/suite/rawlimits.py`).", ""]
+    body = Markdown().heading("Raw limits").paragraph(
+        "No s3stream code involved: the WAL directory's disk and the target measured directly (see "
+        "`benchmarks/core/rawlimits.py`).")
     raw, units = result.get("raw_limits", {}), result.get("raw_units", {})
-    lines += _md_table(["Raw limit", "Value", "Unit"],
-                       [[k, fmt(v), units.get(k, "")] for k, v in raw.items() if k != "details"])
+    body.table(["Raw limit", "Value", "Unit"],
+               [[k, fmt(v), units.get(k, "")] for k, v in raw.items() if k != "details"])
     for name, w in result.get("workloads", {}).items():
-        lines += ["", *_workload_md(name, w, ratios, images)]
-    lines += ["", *_references_md(result.get("references", []))]
-    lines += ["", *_costs_md(result.get("costs", {}), images)]
-    notes = result.get("notes", [])
-    if notes:
-        lines += ["", "## Notes", "", *[f"- {n}" for n in notes]]
-    return "\n".join(lines) + "\n"
+        _workload_md(body, name, w, ratios, images)
+    _references_md(body, result.get("references", []))
+    _costs_md(body, result.get("costs", {}), images)
+    target, params = result.get("target", {}), result.get("parameters", {})
+    title = f"s3stream benchmark suite: `{target.get('spec', '?')}`{' (quick)' if params.get('quick') else ''}"
+    return render_result(result, title, body, facts=[("Workloads", ", ".join(params.get("workloads", [])))])
 
 
-def _header(result: Mapping[str, Any]) -> list[str]:
-    target, machine = result.get("target", {}), result.get("machine", {})
-    versions, params = result.get("versions", {}), result.get("parameters", {})
-    fs = machine.get("wal_dir_filesystem", {})
-    mem = machine.get("memory_bytes") or 0
-    lines = [f"# s3stream benchmark suite: `{target.get('spec', '?')}`{' (quick)' if params.get('quick') else ''}",
-             "", "| | |", "|---|---|",
-             f"| Target | `{target.get('spec')}` ({target.get('kind', '?')}) |",
-             f"| Run | {result.get('started_at')} to {result.get('finished_at')} "
-             f"({fmt(result.get('wall_seconds'))} s) |",
-             f"| Machine | {machine.get('cores')} cores ({machine.get('cores_usable')} usable), "
-             f"{machine.get('cpu_model')}, {mem / (1 << 30):.1f} GiB RAM, {machine.get('platform')} |",
-             f"| WAL filesystem | {fs.get('fs_type', '?')} on {fs.get('device', '?')} "
-             f"(load average at start {machine.get('load_average_at_start')}) |",
-             f"| Versions | s3stream {versions.get('s3stream')}, Python {versions.get('python')}, pyarrow "
-             f"{versions.get('pyarrow')}, boto3 {versions.get('boto3')}, weed {versions.get('weed') or '-'} |",
-             f"| Git commit | `{versions.get('git_commit') or 'unknown'}` |",
-             f"| Workloads | {', '.join(params.get('workloads', []))} |"]
-    shown = ("duration_s", "record_bytes", "partitions", "producers", "batch_records", "flush_bytes",
-             "flush_interval_ms", "segment_bytes", "consumers", "rate_mb_per_s", "catchup_bytes",
-             "compaction_bytes", "compaction_keys", "retention_segments", "retention_partitions", "recovery_entries",
-             "recovery_partitions", "raw_seconds", "seed", "store_options", "prices")
-    lines.append("| Parameters | " + ", ".join(f"{k}={params[k]}" for k in shown if k in params) + " |")
-    return lines
-
-
-def _workload_md(name: str, w: Mapping[str, Any], ratios: Sequence[Ratio], images: Mapping[str, str]) -> list[str]:
+def _workload_md(md: Markdown, name: str, w: Mapping[str, Any], ratios: Sequence[Ratio],
+                 images: Mapping[str, str]) -> None:
     figures, units = w.get("figures", {}), w.get("units", {})
     against = _by_figure(ratios, name)
-    lines = [f"## Workload: {name}", "", f"Ran for {fmt(w.get('seconds'))} s.", ""]
+    md.heading(f"Workload: {name}").paragraph(f"Ran for {fmt(w.get('seconds'))} s.")
     rows = []
     for fig, value in figures.items():
         refs = against.get(fig, [])
         rows.append([fig, fmt(value), units.get(fig, ""),
                      "; ".join(f"{r.against} = {fmt(r.against_value)}" for r in refs) or "-",
                      "; ".join(_ratio_text(r) for r in refs) or "-"])
-    lines += _md_table(["Figure", "Value", "Unit", "Reference / raw limit", "Ratio"], rows)
+    md.table(["Figure", "Value", "Unit", "Reference / raw limit", "Ratio"], rows)
     base = [r for r in ratios if r.workload == name and r.kind == "baseline"]
     if base:
-        lines += ["", "Naive baseline side by side (s3stream / naive):", ""]
-        lines += _md_table(["Figure", "s3stream", "Naive", "s3stream / naive"],
-                           [[r.figure, fmt(r.value), fmt(r.against_value), _ratio_text(r)] for r in base])
+        md.paragraph("Naive baseline side by side (s3stream / naive):")
+        md.table(["Figure", "s3stream", "Naive", "s3stream / naive"],
+                 [[r.figure, fmt(r.value), fmt(r.against_value), _ratio_text(r)] for r in base])
     other = {k: v for k, v in w.get("baseline", {}).items()
              if not any(r.against == f"naive baseline {k}" for r in base)}
     if other:
-        lines += ["", "Other baseline figures: " + ", ".join(f"{k} = {fmt(v)}" for k, v in other.items())]
+        md.paragraph("Other baseline figures: " + ", ".join(f"{k} = {fmt(v)}" for k, v in other.items()))
     requests = w.get("requests", {})
     if requests:
         payload = int(w.get("payload_bytes", 0))
-        lines += ["", f"Requests: {', '.join(f'{k} {v:,}' for k, v in requests.items())} for "
-                      f"{payload / (1 << 30):.3f} GiB of payload."]
+        md.paragraph(f"Requests: {', '.join(f'{k} {v:,}' for k, v in requests.items())} for "
+                     f"{payload / (1 << 30):.3f} GiB of payload.")
     for key in (f"latency-{name}", f"throughput-{name}"):
         if key in images:
-            lines += ["", f"![{key}]({images[key]})"]
-    notes = w.get("notes", [])
-    if notes:
-        lines += ["", *[f"- {n}" for n in notes]]
-    return lines
+            md.image(key, images[key])
+    md.bullets(w.get("notes", []))
 
 
-def _references_md(refs: Sequence[Mapping[str, Any]]) -> list[str]:
-    lines = ["## Reference lines", "",
-             "Published figures were measured on AWS with Kafka clients, in the setting shown: context for this "
-             "run's target, not targets. Model lines follow from this run's parameters and raw limits.", ""]
-    lines += _md_table(["System", "Claim", "Value", "Setting", "Source"],
-                       [[str(r["system"]), str(r["claim"]), f"{fmt(r['value'])} {r['unit']}", str(r["setting"]),
-                         str(r["source"])] for r in refs])
-    return lines
+def _references_md(md: Markdown, refs: Sequence[Mapping[str, Any]]) -> None:
+    md.heading("Reference lines").paragraph(
+        "Published figures were measured on AWS with Kafka clients, in the setting shown: context for this "
+        "run's target, not targets. Model lines follow from this run's parameters and raw limits.")
+    md.table(["System", "Claim", "Value", "Setting", "Source"],
+             [[str(r["system"]), str(r["claim"]), f"{fmt(r['value'])} {r['unit']}", str(r["setting"]),
+               str(r["source"])] for r in refs])
 
 
-def _costs_md(costs: Mapping[str, Any], images: Mapping[str, str]) -> list[str]:
-    lines = ["## Cost model (S3 Standard)", ""]
+def _costs_md(md: Markdown, costs: Mapping[str, Any], images: Mapping[str, str]) -> None:
+    md.heading("Cost model (S3 Standard)")
     prices, source = costs.get("prices", {}), costs.get("price_source", {})
     if prices:
-        lines.append("Prices (USD; requests per 1,000, storage per GB-month): "
+        md.paragraph("Prices (USD; requests per 1,000, storage per GB-month): "
                      + ", ".join(f"{k} {v:g}" for k, v in prices.items())
                      + f". Source: {source.get('url')} ({source.get('region')}, read {source.get('read_on')}); "
                        "override with `--price NAME=VALUE`.")
     per_gib = costs.get("requests_per_gib", {})
     if per_gib:
         write = per_gib.get("s3stream_write", {})
-        lines += ["", "Requests per GiB: s3stream writes " + (", ".join(f"{k} {fmt(v)}" for k, v in write.items())
-                                                            or "-")
-                  + f"; s3stream read GETs {fmt(per_gib.get('s3stream_read_get'))}; naive PUTs "
-                    f"{fmt(per_gib.get('naive_write_put'))}, naive read GETs {fmt(per_gib.get('naive_read_get'))}."]
+        md.paragraph("Requests per GiB: s3stream writes " + (", ".join(f"{k} {fmt(v)}" for k, v in write.items())
+                                                           or "-")
+                     + f"; s3stream read GETs {fmt(per_gib.get('s3stream_read_get'))}; naive PUTs "
+                       f"{fmt(per_gib.get('naive_write_put'))}, naive read GETs {fmt(per_gib.get('naive_read_get'))}.")
     for sc in costs.get("scenarios", []):
-        lines += ["", f"**{sc['name']}**: {fmt(sc['mb_per_s'])} MB/s for a 30-day month, {fmt(sc['retention_days'])} "
-                      f"days retained, {sc['consumers']} consumer(s) reading everything once; s3stream PUT/GiB "
-                      f"{fmt(sc.get('s3stream_put_per_gib'))}. USD per month:", ""]
+        md.paragraph(f"**{sc['name']}**: {fmt(sc['mb_per_s'])} MB/s for a 30-day month, {fmt(sc['retention_days'])} "
+                     f"days retained, {sc['consumers']} consumer(s) reading everything once; s3stream PUT/GiB "
+                     f"{fmt(sc.get('s3stream_put_per_gib'))}. USD per month:")
         ours, naive = sc["s3stream"], sc.get("naive", {})
-        rows = [[c.replace("_", " "), fmt(ours[c]), fmt(naive.get(c))]
-                for c in ("put", "get", "other_requests", "storage", "requests", "total")]
-        lines += _md_table(["Component", "s3stream", "Naive"], rows)
+        md.table(["Component", "s3stream", "Naive"],
+                 [[c.replace("_", " "), fmt(ours[c]), fmt(naive.get(c))]
+                  for c in ("put", "get", "other_requests", "storage", "requests", "total")])
         if "naive_over_s3stream_total" in sc:
-            lines += ["", f"Naive / s3stream: {sc['naive_over_s3stream_total']:.2f}x in total, "
-                          f"{sc.get('naive_over_s3stream_requests', 0):.1f}x in requests."]
-    notes = costs.get("notes", [])
-    if notes:
-        lines += ["", *[f"- {note}" for note in notes]]
+            md.paragraph(f"Naive / s3stream: {sc['naive_over_s3stream_total']:.2f}x in total, "
+                         f"{sc.get('naive_over_s3stream_requests', 0):.1f}x in requests.")
+    md.bullets(costs.get("notes", []))
     for key in ("requests-per-gib", "costs"):
         if key in images:
-            lines += ["", f"![{key}]({images[key]})"]
-    return lines
+            md.image(key, images[key])
 
 
 # ---------------------------------------------------------------- console

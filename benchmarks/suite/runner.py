@@ -20,28 +20,24 @@ import shutil
 import tempfile
 import time
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
-from benchmarks.measure import machine_info, versions
-from benchmarks.progress import PhaseProgress
-from benchmarks.scratch import write_pair
+from benchmarks.core.measure import machine_info
+from benchmarks.core.progress import PhaseProgress
+from benchmarks.core.rawlimits import RAW_PHASES, RAW_UNITS, measure_raw_limits
+from benchmarks.core.result import Run, WorkloadResult, write_result
+from benchmarks.core.targets import open_target, target_slug
+from benchmarks.suite.context import ALL_WORKLOADS, QUICK, SuiteContext, SuiteParams
 from benchmarks.suite.costmodel import price_table, suite_costs
-from benchmarks.suite.model import QUICK, SuiteContext, SuiteParams, WorkloadResult
 from benchmarks.suite.plots import PlotsUnavailable, write_plots
-from benchmarks.suite.rawlimits import RAW_PHASES, RAW_UNITS, measure_raw_limits
 from benchmarks.suite.references import references
 from benchmarks.suite.registry import WorkloadFn, load_workloads
 from benchmarks.suite.report import compute_ratios, print_summary, print_workload, render_markdown
-from benchmarks.targets import open_target, target_slug
-from s3stream.clock import SystemClock
 
-__all__ = ["SCHEMA", "SuiteError", "WorkloadFailed", "run_suite", "suite_params", "suite_slug", "validate_result"]
-
-SCHEMA = "s3stream-suite/1"
+__all__ = ["SuiteError", "WorkloadFailed", "run_suite", "suite_params", "suite_slug", "validate_result"]
 
 # Progress phases each workload is expected to show (the run-wide bar is corrected as each finishes).
 _PHASE_GUESS = {"ingest": 3, "e2e": 1, "catchup": 4, "compaction": 4, "retention": 3, "mixed": 1, "recovery": 3}
@@ -70,8 +66,10 @@ def suite_params(target: str, *, quick: bool = False, **overrides: Any) -> Suite
 
 
 def suite_slug(params: SuiteParams) -> str:
-    """The name of a run's output files: the target slug, plus ``-quick`` for quick runs."""
-    return target_slug(params.target) + ("-quick" if params.quick else "")
+    """The name of a run's output files: the target slug, then the workloads run unless it ran all of them
+    (a partial run never overwrites a full run's files), then ``-quick`` for quick runs."""
+    partial = "" if set(params.workloads) == set(ALL_WORKLOADS) else "-" + "-".join(params.workloads)
+    return target_slug(params.target) + partial + ("-quick" if params.quick else "")
 
 
 class _SuiteProgress(PhaseProgress):
@@ -86,10 +84,6 @@ class _SuiteProgress(PhaseProgress):
 
     def set_total(self, phases: int) -> None:
         self._progress.update(self._overall, total=phases)
-
-
-def _iso(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="seconds")
 
 
 def _check_finite(where: str, values: Mapping[str, Any]) -> None:
@@ -147,8 +141,7 @@ def run_suite(params: SuiteParams, console: Console | None = None, *,
     console = console or Console()
     fns = dict(workloads) if workloads is not None else load_workloads(params.workloads)
     price_table(params.prices)  # a bad --price fails before the run, not after it
-    clock = SystemClock()
-    started_ms, t0 = clock.now_ms(), time.perf_counter()
+    run = Run.start("suite")
     if params.work_dir is not None:
         params.work_dir.mkdir(parents=True, exist_ok=True)
     work_dir = Path(tempfile.mkdtemp(prefix="s3stream-suite-", dir=params.work_dir))
@@ -161,7 +154,7 @@ def run_suite(params: SuiteParams, console: Console | None = None, *,
                 target = stack.enter_context(open_target(params.target, work_dir, seed=params.seed))
             machine = machine_info(str(work_dir))
             target_info = {"spec": params.target, "slug": target.slug, **target.description}
-            raw = measure_raw_limits(target, params, progress)
+            raw = measure_raw_limits(target, params.raw_seconds, progress)
             _check_finite("raw limits", {k: v for k, v in raw.items() if k != "details"})
             refs = [r.as_dict() for r in references(params, raw)]
             ctx = SuiteContext(params=params, target=target, console=console, progress=progress, raw=raw)
@@ -176,27 +169,13 @@ def run_suite(params: SuiteParams, console: Console | None = None, *,
         shutil.rmtree(work_dir, ignore_errors=True)
 
     ratios = compute_ratios(raw, done, refs)
-    result: dict[str, Any] = {
-        "schema": SCHEMA,
-        "benchmark": "suite",
-        "slug": suite_slug(params),
-        "started_at": _iso(started_ms),
-        "finished_at": _iso(clock.now_ms()),
-        "wall_seconds": round(time.perf_counter() - t0, 1),
-        "target": target_info,
-        "machine": machine,
-        "versions": versions(),
-        "parameters": params.as_dict(),
-        "raw_limits": raw,
-        "raw_units": RAW_UNITS,
-        "workloads": done,
-        "ratios": [r.as_dict() for r in ratios],
-        "references": refs,
-        "costs": suite_costs(done, prices=params.prices, flush_bytes=params.flush_bytes,
-                             flush_interval_ms=params.flush_interval_ms),
-        "images": {},
-        "notes": list(_NOTES),
-    }
+    body = {"raw_limits": raw, "raw_units": RAW_UNITS, "workloads": done, "ratios": [r.as_dict() for r in ratios],
+            "references": refs,
+            "costs": suite_costs(done, prices=params.prices, flush_bytes=params.flush_bytes,
+                                 flush_interval_ms=params.flush_interval_ms),
+            "images": {}}
+    result = run.document(slug=suite_slug(params), target=target_info, machine=machine,
+                          parameters=params.as_dict(), body=body, notes=_NOTES)
     validate_result(result)
     return _write(result, params, console)
 
@@ -212,7 +191,7 @@ def _write(result: dict[str, Any], params: SuiteParams, console: Console) -> dic
     except PlotsUnavailable as exc:
         result["notes"].append(f"plots skipped: {exc}")
         console.print(f"[yellow]plots skipped:[/yellow] {exc}")
-    path = write_pair(result, params.out_dir, slug, render_markdown(result))
+    path = write_result(result, params.out_dir / f"{slug}.json", render_markdown(result))
     print_summary(console, result)
     console.print(f"results: {path}, {path.with_suffix('.md')} and {image_dir}/")
     return result

@@ -9,7 +9,7 @@ Decoding trusts nothing: the bytes must be UTF-8 JSON without duplicate keys or 
 be present with its exact type (a JSON ``true`` is not an int), integers must fit in a signed 64-bit
 offset, unknown fields are rejected (a rewrite would silently drop them), and the result must pass
 :func:`~s3stream.manifest.model.check_invariants`. A ``format`` newer than :data:`MANIFEST_FORMAT` is
-refused with a message saying so. Every failure is :class:`~s3stream.errors.CorruptData` naming the
+refused with a message saying so. Every failure is :class:`~s3stream.base.errors.CorruptData` naming the
 source, never a KeyError or TypeError.
 
 The JSON helpers (:func:`loads_object`, :class:`Fields`) are shared with the topic document codec;
@@ -23,7 +23,7 @@ import json
 from collections.abc import Mapping
 from typing import Any, NoReturn
 
-from s3stream.errors import CorruptData, InternalError
+from s3stream.base.errors import CorruptData, InternalError
 from s3stream.manifest.model import (
     Epoch,
     FrozenMap,

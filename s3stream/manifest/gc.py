@@ -25,9 +25,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
-from s3stream.crashpoints import NO_CRASH, CrashPoints
-from s3stream.errors import InternalError
-from s3stream.ids import ulid_time_ms
+from s3stream.base.crashpoints import NO_CRASH, CrashPoints
+from s3stream.base.errors import InternalError
+from s3stream.base.ids import ulid_time_ms
 from s3stream.manifest.intents import forget_removed
 from s3stream.manifest.model import Manifest
 from s3stream.manifest.versioned import ManifestStore

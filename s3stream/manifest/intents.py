@@ -9,7 +9,7 @@ race (rebase). Every intent here is:
   response was lost and that is retried on a state already containing it writes nothing twice
   (``claim_writer``/``claim_cleaner`` are the exception by nature: each run claims a new epoch);
 * **honest about conflicts**: when it can no longer apply (the log moved past it, inputs vanished) it
-  raises :class:`~s3stream.errors.CommitConflict`, and the caller abandons or re-plans.
+  raises :class:`~s3stream.base.errors.CommitConflict`, and the caller abandons or re-plans.
 
 Intents leave ``seq``/``parent_seq``/``commit_id`` alone: the commit stamps them. Values that name the
 commit (``added_seq``, ``removed_seq``) use ``cur.seq + 1``, the seq the result will be committed at.
@@ -22,7 +22,7 @@ import dataclasses
 import itertools
 from collections.abc import Callable, Collection, Sequence
 
-from s3stream.errors import CommitConflict, InternalError
+from s3stream.base.errors import CommitConflict, InternalError
 from s3stream.manifest.model import Epoch, Manifest, RemovedObject, SegmentRef, WalCursor
 
 __all__ = [
@@ -125,7 +125,7 @@ def forget_removed(keys: Collection[str]) -> Intent:
 def drop_segments(keys: Sequence[str], *, now_ms: int, new_log_start: int) -> Intent:
     """Retention: remove a prefix of whole segments and move the log start past them.
 
-    The log start becomes ``max(cur, new_log_start, end of the last dropped segment)`` (Kafka R4 moves
+    The log start becomes ``max(cur, new_log_start, end of the last dropped segment)`` (RET-4: Kafka moves
     it to the next segment's base). Every key must still be present and the keys must form a prefix of
     the segment list, else CommitConflict. If none is present and the log start already reached
     ``new_log_start``, the edit has landed (or the range is unreadable anyway): None.

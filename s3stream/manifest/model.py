@@ -1,6 +1,6 @@
 """The partition manifest as an immutable value, and the invariants every stored manifest keeps.
 
-Vocabulary (offsets as in :mod:`s3stream.records`):
+Vocabulary (offsets as in :mod:`s3stream.base.records`):
 
 * **manifest**: the whole committed state of one partition ("log"): its sealed segments, log start
   offset, the WAL position folded into segments, the writer and cleaner epochs, and the objects it
@@ -32,7 +32,7 @@ import bisect
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
-from s3stream.errors import CorruptData
+from s3stream.base.errors import CorruptData
 
 __all__ = [
     "Epoch",
@@ -98,8 +98,8 @@ class SegmentRef:
     size_bytes: int  # logical bytes: what segment.bytes / retention.bytes count
     object_size: int  # bytes of the stored object
     record_count: int
-    max_timestamp: int  # max record timestamp, -1 if none (rule S5: created_ms is used then)
-    first_batch_max_timestamp: int  # rules S2 / C-SEL4, -1 if none
+    max_timestamp: int  # max record timestamp, -1 if none (rule ROLL-5: created_ms is used then)
+    first_batch_max_timestamp: int  # rules ROLL-2 / CLEAN-SEL-4, -1 if none
     created_ms: int  # when sealed or rewritten (the segment's "mtime")
     crc32c: int  # of the whole object
     added_seq: int = 0  # manifest seq that added it
@@ -113,7 +113,7 @@ class SegmentRef:
 
     @property
     def largest_timestamp(self) -> int:
-        """Rule S5: the max record timestamp, or the segment's mtime when it has no timestamps."""
+        """Rule ROLL-5: the max record timestamp, or the segment's mtime when it has no timestamps."""
         return self.max_timestamp if self.max_timestamp >= 0 else self.created_ms
 
 

@@ -19,11 +19,11 @@ import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from s3stream import layout
-from s3stream.clock import Clock
-from s3stream.crashpoints import CrashPoints
-from s3stream.errors import CorruptData, InternalError
-from s3stream.ids import IdSource
+from s3stream.base import layout
+from s3stream.base.clock import Clock
+from s3stream.base.crashpoints import CrashPoints
+from s3stream.base.errors import CorruptData, InternalError
+from s3stream.base.ids import IdSource
 from s3stream.manifest.codec import (
     FieldError,
     Fields,

@@ -13,9 +13,9 @@ import dataclasses
 import json
 from dataclasses import dataclass
 
-from s3stream.clock import Clock
-from s3stream.errors import CorruptData, InternalError
-from s3stream.ids import IdSource
+from s3stream.base.clock import Clock
+from s3stream.base.errors import CorruptData, InternalError
+from s3stream.base.ids import IdSource
 from s3stream.manifest.versioned import VersionedStore
 from s3stream.objectstore.protocol import ObjectStore
 

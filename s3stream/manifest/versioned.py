@@ -40,10 +40,10 @@ import threading
 from collections.abc import Callable
 from typing import Generic, Protocol, TypeVar
 
-from s3stream import layout
-from s3stream.clock import Clock
-from s3stream.crashpoints import NO_CRASH, CrashPoints
-from s3stream.errors import (
+from s3stream.base import layout
+from s3stream.base.clock import Clock
+from s3stream.base.crashpoints import NO_CRASH, CrashPoints
+from s3stream.base.errors import (
     CommitTimeout,
     CorruptData,
     Fenced,
@@ -53,7 +53,7 @@ from s3stream.errors import (
     Throttled,
     TransientError,
 )
-from s3stream.ids import IdSource
+from s3stream.base.ids import IdSource
 from s3stream.manifest.codec import ManifestDocCodec
 from s3stream.manifest.model import Epoch, Manifest
 from s3stream.objectstore.protocol import ListEntry, ObjectStore

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from s3stream.errors import InvalidRequest
+from s3stream.base.errors import InvalidRequest
 
 __all__ = ["validate_key", "validate_prefix"]
 

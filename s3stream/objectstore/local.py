@@ -47,8 +47,8 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from s3stream.clock import Clock, SystemClock
-from s3stream.errors import (
+from s3stream.base.clock import Clock, SystemClock
+from s3stream.base.errors import (
     InvalidRequest,
     ObjectNotFound,
     PreconditionFailed,

@@ -7,8 +7,8 @@ import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from s3stream.clock import Clock, SystemClock
-from s3stream.errors import ObjectNotFound, PreconditionFailed
+from s3stream.base.clock import Clock, SystemClock
+from s3stream.base.errors import ObjectNotFound, PreconditionFailed
 from s3stream.objectstore.etag import content_etag
 from s3stream.objectstore.keys import validate_key, validate_prefix
 from s3stream.objectstore.protocol import DEFAULT_PART_BYTES, Body, ByteRange, ListEntry, ObjectMeta

@@ -1,6 +1,6 @@
 """A wrapper that counts every object store request and error in Prometheus counters.
 
-The :class:`~s3stream.runtime.Runtime` puts one around the store it is given, so every component of a
+The :class:`~s3stream.engine.runtime.Runtime` puts one around the store it is given, so every component of a
 store (uploader, sealer, catalog, readers, GC, cleaner) is counted in that store's registry:
 
 * ``requests{op}``: one per request, failed ones included (S3 bills them), counted when it is sent.
@@ -23,7 +23,7 @@ from typing import TypeVar
 
 from prometheus_client import Counter
 
-from s3stream.errors import ObjectNotFound, PreconditionFailed, StoreAccessError, Throttled, TransientError
+from s3stream.base.errors import ObjectNotFound, PreconditionFailed, StoreAccessError, Throttled, TransientError
 from s3stream.objectstore.forwarding import ForwardingObjectStore
 from s3stream.objectstore.protocol import DEFAULT_PART_BYTES, ByteRange, GetViews, ListEntry, ObjectMeta, ObjectStore
 from s3stream.objectstore.upload import ForwardedUpload

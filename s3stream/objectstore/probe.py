@@ -31,8 +31,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Literal
 
-from s3stream.errors import ObjectNotFound, PreconditionFailed, S3StreamError, StoreAccessError, UnsafeStore
-from s3stream.ids import IdSource
+from s3stream.base.errors import ObjectNotFound, PreconditionFailed, S3StreamError, StoreAccessError, UnsafeStore
+from s3stream.base.ids import IdSource
 from s3stream.objectstore.protocol import ObjectStore
 
 __all__ = ["ProbeMode", "ProbeResult", "probe_conditional_writes", "require_safe"]

@@ -3,7 +3,7 @@
 Two parts, both pure policy (no client, no I/O of their own):
 
 * :func:`map_botocore_error`: the only place that knows S3 error codes and botocore/urllib3
-  exception types, and translates each into the typed taxonomy of :mod:`s3stream.errors`;
+  exception types, and translates each into the typed taxonomy of :mod:`s3stream.base.errors`;
 * :func:`retry_call`: jittered exponential backoff around one call, retrying only what is safe.
 
 Vocabulary:
@@ -32,8 +32,8 @@ from typing import TypeVar
 import botocore.exceptions as bce
 import urllib3.exceptions
 
-from s3stream.clock import Clock
-from s3stream.errors import (
+from s3stream.base.clock import Clock
+from s3stream.base.errors import (
     CorruptData,
     InvalidRequest,
     ObjectNotFound,
@@ -44,7 +44,7 @@ from s3stream.errors import (
     Throttled,
     TransientError,
 )
-from s3stream.ids import IdSource
+from s3stream.base.ids import IdSource
 
 __all__ = ["BACKEND_ERRORS", "NOT_SENT_ERRORS", "Attempt", "BackoffPolicy", "map_botocore_error",
            "retry_call"]

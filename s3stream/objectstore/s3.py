@@ -46,15 +46,16 @@ import botocore.loaders
 import botocore.session
 from botocore.config import Config
 
-from s3stream.clock import Clock, SystemClock
-from s3stream.errors import (
+from s3stream.base.clock import Clock, SystemClock
+from s3stream.base.errors import (
     CorruptData,
     InvalidRequest,
     ObjectNotFound,
     S3StreamError,
     StoreAccessError,
 )
-from s3stream.ids import IdSource
+from s3stream.base.ids import IdSource
+from s3stream.objectstore.endpoint import display_url, validate_endpoint_url
 from s3stream.objectstore.keys import validate_key, validate_prefix
 from s3stream.objectstore.protocol import DEFAULT_PART_BYTES, Body, ByteRange, ListEntry, ObjectMeta
 from s3stream.objectstore.retry import (
@@ -67,7 +68,6 @@ from s3stream.objectstore.retry import (
 )
 from s3stream.objectstore.s3body import read_body, read_body_pooled
 from s3stream.objectstore.upload import PartedUpload
-from s3stream.objectstore.url import display_url, validate_endpoint_url
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client

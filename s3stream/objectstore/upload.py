@@ -26,7 +26,7 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import Protocol, Self, TypeVar
 
-from s3stream.errors import InvalidRequest
+from s3stream.base.errors import InvalidRequest
 from s3stream.objectstore.keys import validate_key
 from s3stream.objectstore.protocol import ObjectMeta, Upload
 

@@ -20,11 +20,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, unquote, urlsplit
 
-from s3stream.clock import Clock
-from s3stream.errors import InvalidRequest
-from s3stream.ids import IdSource
+from s3stream.base.clock import Clock
+from s3stream.base.errors import InvalidRequest
+from s3stream.base.ids import IdSource
+from s3stream.objectstore.endpoint import display_url, validate_endpoint_url
 from s3stream.objectstore.keys import validate_prefix
 from s3stream.objectstore.protocol import ObjectStore
 
@@ -35,8 +36,6 @@ _ALLOWED_PARAMS: dict[str, frozenset[str]] = {
     "file": frozenset(),
     "s3": frozenset({"endpoint_url", "region", "list_order"}),
 }
-_SECRET_NAME = re.compile(r"secret|password|passwd|token|credential|signature|(^|_)key$|access",
-                          re.IGNORECASE)
 
 _REGION_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,62}")
 
@@ -90,27 +89,6 @@ def parse_store_url(url: str) -> StoreUrl:
     return StoreUrl(scheme, name, prefix, params)
 
 
-def validate_endpoint_url(endpoint: str) -> str:
-    """``endpoint`` if it is an ``http(s)://HOST[:PORT][/PATH]`` URL without credentials, else InvalidRequest.
-
-    Checked before botocore sees it: its debug log prints the endpoint whole (a ``user:password@`` in it
-    too), and it reports a malformed one as a bare ValueError.
-    """
-    try:
-        parts = urlsplit(endpoint)
-        port = parts.port  # raises ValueError for a port that is not a number in [0, 65535]
-    except ValueError:
-        port = -1
-        parts = urlsplit("")
-    if "@" in parts.netloc:
-        raise InvalidRequest("endpoint_url must not carry credentials; use the AWS credential chain "
-                             f"(environment, profile, instance role): {display_url(endpoint)!r}")
-    if parts.scheme.lower() not in ("http", "https") or not parts.hostname or port == -1 \
-            or parts.query or parts.fragment:
-        raise InvalidRequest(f"endpoint_url {display_url(endpoint)!r} is not an http(s)://HOST[:PORT] URL")
-    return endpoint
-
-
 def _parse_file(netloc: str, path: str, url: str) -> StoreUrl:
     if netloc not in ("", "localhost") or not path.startswith("/") or not Path(path).is_absolute():
         raise InvalidRequest("file store URLs need an absolute path (file:///ABS/DIR), got "
@@ -162,20 +140,3 @@ def open_object_store(url: str, *, clock: Clock | None = None, ids: IdSource | N
             s3.close()
             raise
     return s3
-
-
-def display_url(url: str) -> str:
-    """``url`` with anything secret-looking replaced by ``***``: userinfo and secret-named params."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "<unparseable URL>"
-    netloc = parts.netloc
-    if "@" in netloc:
-        netloc = "***@" + netloc.rsplit("@", 1)[1]
-    query = parts.query
-    if query:
-        pairs = parse_qsl(query, keep_blank_values=True)
-        query = urlencode([(k, "***" if _SECRET_NAME.search(k) else display_url(v) if "://" in v else v)
-                           for k, v in pairs], safe=":/*")
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))

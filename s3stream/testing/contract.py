@@ -40,7 +40,7 @@ from typing import ClassVar
 
 import pytest
 
-from s3stream.errors import InvalidRequest, ObjectNotFound, PreconditionFailed
+from s3stream.base.errors import InvalidRequest, ObjectNotFound, PreconditionFailed
 from s3stream.objectstore.protocol import ByteRange, ObjectMeta, ObjectStore
 
 __all__ = ["ObjectStoreContract"]

@@ -31,8 +31,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Literal, TypeVar
 
-from s3stream.errors import ObjectStoreError, PreconditionFailed, Throttled, TransientError
-from s3stream.ids import IdSource
+from s3stream.base.errors import ObjectStoreError, PreconditionFailed, Throttled, TransientError
+from s3stream.base.ids import IdSource
 from s3stream.objectstore.protocol import DEFAULT_PART_BYTES, ByteRange, ListEntry, ObjectMeta, ObjectStore
 from s3stream.objectstore.upload import ForwardedUpload
 

@@ -44,9 +44,9 @@ from dataclasses import dataclass
 from statistics import NormalDist
 from typing import TypeVar
 
-from s3stream.clock import Clock, SystemClock
-from s3stream.errors import InvalidRequest, ObjectNotFound
-from s3stream.ids import IdSource
+from s3stream.base.clock import Clock, SystemClock
+from s3stream.base.errors import InvalidRequest, ObjectNotFound
+from s3stream.base.ids import IdSource
 from s3stream.objectstore.protocol import DEFAULT_PART_BYTES, Body, ByteRange, ListEntry, ObjectMeta, ObjectStore
 from s3stream.objectstore.upload import ForwardedUpload
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from benchmarks.fsyncprobe import FsyncProbe, probe
+from benchmarks.core.fsyncprobe import FsyncProbe, probe
 
 pytestmark = pytest.mark.benchmark
 

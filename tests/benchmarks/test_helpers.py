@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.costs import classify_puts
-from benchmarks.measure import LatencySummary, PeakRss, _uncommitted_files
-from benchmarks.params import make_params
-from benchmarks.profiler import StackSampler, _role
-from benchmarks.report import Figure
-from benchmarks.targets import open_target, target_slug
-from benchmarks.workload import make_batches
-from s3stream.errors import InvalidConfig, InvalidRequest
+from benchmarks.core.measure import LatencySummary, PeakRss, _uncommitted_files
+from benchmarks.core.producers import make_batches
+from benchmarks.core.profiler import StackSampler, _role
+from benchmarks.core.result import Figure
+from benchmarks.core.targets import open_target, target_slug
+from benchmarks.engine.costs import classify_puts
+from benchmarks.engine.params import make_params
+from s3stream.base.errors import InvalidConfig, InvalidRequest
 
 pytestmark = pytest.mark.benchmark
 

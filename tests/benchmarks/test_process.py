@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.process import TERMINATED_EXIT_STATUS
+from benchmarks.core.process import TERMINATED_EXIT_STATUS
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -19,7 +19,7 @@ pytestmark = pytest.mark.benchmark
 _CHILD = textwrap.dedent("""
     import sys, time
     from pathlib import Path
-    from benchmarks.process import start_benchmark_process
+    from benchmarks.core.process import start_benchmark_process
     start_benchmark_process()
     marker = Path(sys.argv[1])
     try:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.suite.recovery import run_recovery
+from benchmarks.recovery import run_recovery
 from tests.benchmarks.test_suite_workloads_maint import check_figures, suite_context
 
 pytestmark = pytest.mark.benchmark
@@ -39,7 +39,7 @@ def test_recovery_workload_on_file(tmp_path: Path) -> None:
 
 def test_standalone_command_writes_results(tmp_path: Path) -> None:
     out = tmp_path / "out"
-    cmd = [sys.executable, "-m", "benchmarks.recovery", "--target", "file", "--entries", "200", "--partitions", "2",
+    cmd = [sys.executable, "-m", "benchmarks", "recovery", "--target", "file", "--entries", "200", "--partitions", "2",
            "--out-dir", str(out), "--work-dir", str(tmp_path)]
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=240, check=False)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]

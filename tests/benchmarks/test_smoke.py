@@ -16,9 +16,10 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from benchmarks.engine import run_engine_benchmark
-from benchmarks.params import MiB, make_params
-from benchmarks.report import SCHEMA, rejudge
+from benchmarks.core.result import schema
+from benchmarks.engine.figures import rejudge
+from benchmarks.engine.params import MiB, make_params
+from benchmarks.engine.run import run_engine_benchmark
 
 pytestmark = pytest.mark.benchmark
 
@@ -46,7 +47,7 @@ def test_engine_benchmark_writes_result_files_of_the_documented_shape(tmp_path: 
 
     result = json.loads(out.read_text())
     assert result == json.loads(json.dumps(returned, default=str))
-    assert result["schema"] == SCHEMA
+    assert result["schema"] == schema("engine") == "s3stream-benchmark-engine/1"
     assert result["target"]["spec"] == "file"
     assert {"cores", "memory_bytes", "python", "platform", "cpu_model"} <= result["machine"].keys()
     assert {"s3stream", "pyarrow", "boto3", "python"} <= result["versions"].keys()
@@ -57,7 +58,7 @@ def test_engine_benchmark_writes_result_files_of_the_documented_shape(tmp_path: 
     for limit in raw.values():
         assert limit["mb_per_s"] > 0 and limit["requests"] > 0
     assert raw["fsync_latency"]["latency_ms"]["p99_ms"] >= raw["fsync_latency"]["latency_ms"]["p50_ms"] > 0
-    figures = {f["key"]: f for f in result["figures"]}
+    figures = {f["name"]: f for f in result["figures"]}
     assert set(figures) == FIGURE_KEYS
     for f in figures.values():
         assert f["value"] > 0 and f["reference"] > 0 and isinstance(f["passed"], bool)
@@ -118,6 +119,6 @@ def test_s3_target_writes_under_a_run_prefix_and_deletes_it(tmp_path: Path, moto
 
     assert result["target"]["kind"] == "s3" and result["target"]["prefix"].startswith("pfx/s3stream-bench-")
     assert result["target"]["url"].startswith("s3://bench-s3-target/pfx")
-    assert {f["key"] for f in result["figures"]} == FIGURE_KEYS
+    assert {f["name"] for f in result["figures"]} == FIGURE_KEYS
     keys = [o["Key"] for o in client.list_objects_v2(Bucket="bench-s3-target").get("Contents", [])]
     assert keys == ["pfx-other/keep"], "the run must delete everything it wrote, and only that"

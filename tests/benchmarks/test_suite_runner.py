@@ -19,8 +19,10 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from benchmarks.__main__ import app
+from benchmarks.cli import app
+from benchmarks.core.result import Series, WorkloadResult
 from benchmarks.suite import registry
+from benchmarks.suite.context import ALL_WORKLOADS, MiB, SuiteContext, SuiteParams
 from benchmarks.suite.costmodel import (
     MB,
     MONTH_S,
@@ -33,7 +35,6 @@ from benchmarks.suite.costmodel import (
     suite_costs,
     wal_objects_per_gib,
 )
-from benchmarks.suite.model import ALL_WORKLOADS, MiB, Series, SuiteContext, SuiteParams, WorkloadResult
 from benchmarks.suite.plots import write_plots
 from benchmarks.suite.references import PUBLISHED, references
 from benchmarks.suite.registry import WorkloadUnavailable, load_workload, parse_workloads
@@ -227,16 +228,16 @@ def test_registry_parses_names_and_reports_unavailable_workloads(monkeypatch: py
     monkeypatch.setitem(registry.WORKLOADS, "e2e", ("benchmarks.suite.no_such_module", "run_e2e"))
     with pytest.raises(WorkloadUnavailable, match=r"cannot import benchmarks\.suite\.no_such_module"):
         load_workload("e2e")
-    monkeypatch.setitem(registry.WORKLOADS, "e2e", ("benchmarks.suite.model", "run_e2e"))
+    monkeypatch.setitem(registry.WORKLOADS, "e2e", ("benchmarks.suite.context", "run_e2e"))
     with pytest.raises(WorkloadUnavailable, match="has no function run_e2e"):
         load_workload("e2e")
 
 
 def test_cli_rejects_unknown_workload_and_bad_price() -> None:
     runner = CliRunner()
-    bad = runner.invoke(app, ["run", "--target", "file", "--workloads", "ingest,bogus"])
+    bad = runner.invoke(app, ["suite", "--target", "file", "--workloads", "ingest,bogus"])
     assert bad.exit_code == 2 and "unknown workload" in bad.output
-    bad = runner.invoke(app, ["run", "--target", "file", "--price", "put=cheap"])
+    bad = runner.invoke(app, ["suite", "--target", "file", "--price", "put=cheap"])
     assert bad.exit_code == 2
 
 
@@ -253,8 +254,9 @@ def test_run_suite_with_fake_workloads_writes_json_markdown_and_pngs(tmp_path: P
     console = io.StringIO()
     result = run_suite(params, Console(file=console, width=200),
                        workloads={"ingest": _ingest, "e2e": _e2e, "catchup": _catchup})
-    assert suite_slug(params) == "file-quick"
-    saved = json.loads((tmp_path / "out" / "file-quick.json").read_text())
+    assert suite_slug(params) == "file-ingest-e2e-catchup-quick"   # a partial run: never a full run's file
+    assert suite_slug(_params(tmp_path)) == "file-quick"
+    saved = json.loads((tmp_path / "out" / "file-ingest-e2e-catchup-quick.json").read_text())
     assert saved == json.loads(json.dumps(result, default=str))
     assert list(saved["workloads"]) == ["ingest", "e2e", "catchup"]
     assert saved["raw_limits"]["put_p99_ms"] > 0 and "put" in saved["raw_limits"]["details"]
@@ -262,7 +264,7 @@ def test_run_suite_with_fake_workloads_writes_json_markdown_and_pngs(tmp_path: P
     assert {"ingest_vs_raw", "ack_wal_p99_vs_fsync_p99"} <= {r["key"] for r in saved["ratios"]}
     for rel in saved["images"].values():
         assert (tmp_path / "out" / rel).stat().st_size > 0
-    md = (tmp_path / "out" / "file-quick.md").read_text()
+    md = (tmp_path / "out" / "file-ingest-e2e-catchup-quick.md").read_text()
     assert "## Workload: catchup" in md
     assert "ingest" in console.getvalue() and "raw limits" in console.getvalue()
     assert not any((tmp_path / "work").iterdir()), "the scratch directory must be removed"
@@ -292,7 +294,7 @@ def test_run_suite_rejects_non_finite_figures_and_names_a_failing_workload(tmp_p
 @pytest.mark.benchmark
 def test_suite_cli_runs_every_workload_and_writes_files_of_the_documented_shape(tmp_path: Path) -> None:
     out = tmp_path / "out"
-    cmd = [sys.executable, "-m", "benchmarks", "run", "--target", "file", "--quick", "--duration", "0.5",
+    cmd = [sys.executable, "-m", "benchmarks", "suite", "--target", "file", "--quick", "--duration", "0.5",
            "--raw-seconds", "0.1", "--partitions", "2", "--producers", "2", "--batch-records", "50",
            "--segment-mib", "1", "--catchup-mib", "4", "--compaction-mib", "2", "--retention-segments", "20",
            "--recovery-entries", "200", "--out-dir", str(out), "--work-dir", str(tmp_path / "work"), "--no-progress"]

@@ -18,15 +18,16 @@ import pyarrow as pa
 import pytest
 from rich.console import Console
 
-from benchmarks.progress import PhaseProgress
-from benchmarks.suite.catchup import run_catchup
-from benchmarks.suite.e2e import run_e2e, sent_ns
-from benchmarks.suite.ingest import run_ingest
-from benchmarks.suite.model import QUICK, MiB, SuiteContext, SuiteParams, WorkloadResult
+from benchmarks.catchup import run_catchup
+from benchmarks.core.progress import PhaseProgress
+from benchmarks.core.result import WorkloadResult
+from benchmarks.core.targets import open_target
+from benchmarks.e2e import run_e2e, sent_ns
+from benchmarks.ingest import run_ingest
+from benchmarks.suite.context import QUICK, MiB, SuiteContext, SuiteParams
 from benchmarks.suite.naive import NaiveLog, naive_key, throughput_series
-from benchmarks.targets import open_target
 from s3stream import Record
-from s3stream.errors import PreconditionFailed
+from s3stream.base.errors import PreconditionFailed
 from s3stream.objectstore.memory import MemoryObjectStore
 
 

@@ -13,14 +13,15 @@ import pyarrow as pa
 import pytest
 from rich.console import Console
 
-from benchmarks.progress import PhaseProgress
-from benchmarks.suite.compaction import run_compaction
-from benchmarks.suite.mixed import _Consumed, _consumer, _Run, run_mixed, send_times_ns, shape_for
-from benchmarks.suite.model import QUICK, MiB, SuiteContext, SuiteParams, WorkloadResult
-from benchmarks.suite.retention import run_retention
-from benchmarks.targets import open_target
+from benchmarks.compaction import run_compaction
+from benchmarks.core.progress import PhaseProgress
+from benchmarks.core.result import WorkloadResult
+from benchmarks.core.targets import open_target
+from benchmarks.mixed import _Consumed, _consumer, _Run, run_mixed, send_times_ns, shape_for
+from benchmarks.retention import run_retention
+from benchmarks.suite.context import QUICK, MiB, SuiteContext, SuiteParams
 from s3stream import OffsetOutOfRange
-from s3stream.records import RECORD_SCHEMA
+from s3stream.base.records import RECORD_SCHEMA
 
 pytestmark = pytest.mark.benchmark
 

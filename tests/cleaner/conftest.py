@@ -20,7 +20,7 @@ import pytest
 
 import s3stream
 from s3stream import ManualClock, SystemClock
-from s3stream.ids import IdSource
+from s3stream.base.ids import IdSource
 from s3stream.objectstore.memory import MemoryObjectStore
 from s3stream.objectstore.protocol import ObjectStore
 from s3stream.objectstore.s3 import S3ObjectStore

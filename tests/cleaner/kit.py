@@ -2,7 +2,7 @@
 
 Every end-to-end test goes through the public API (``open_store``, ``create_topic``, ``partition()``,
 ``run_cleaner``, ``run_retention``, ``collect_garbage``). Segments are shaped explicitly with
-``roll()``; ``fold`` is the last-write-wins view a consumer reading from the start builds (G4/G5).
+``roll()``; ``fold`` is the last-write-wins view a consumer reading from the start builds (CLEAN-GUAR-4/CLEAN-GUAR-5).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import pyarrow as pa
 
 import s3stream
 from s3stream import Record
-from s3stream.clock import Clock
+from s3stream.base.clock import Clock
 from s3stream.objectstore.memory import MemoryObjectStore
 from s3stream.objectstore.protocol import ObjectMeta, ObjectStore
 from s3stream.testing.forwarding import ForwardingObjectStore

@@ -1,4 +1,4 @@
-"""Grouping of segments to rewrite together: rule C-GRP1 (T35 empty segments, KAFKA-12889)."""
+"""Grouping of segments to rewrite together: rule CLEAN-GRP-1 (KT-35 empty segments, KAFKA-12889)."""
 
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ def test_a_segment_larger_than_segment_bytes_is_its_own_group() -> None:
     assert bases(group_segments(segs, end_offset=30, max_bytes=100, upper=30)) == [[0], [10, 20]]
 
 
-def test_t35_empty_segments_always_merge_even_past_the_offset_span() -> None:
+def test_kt35_empty_segments_always_merge_even_past_the_offset_span() -> None:
     huge = 2**31
     segs = chain((10, 5), (huge, 0), (huge, 0), (10, 5))
     groups = group_segments(segs, end_offset=segs[-1].end_offset, max_bytes=100, upper=segs[-1].end_offset)

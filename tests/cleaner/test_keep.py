@@ -1,4 +1,4 @@
-"""The keep rules over Arrow: C-KEEP1 and the two-phase tombstone C-TOMB1-3 (T23, T24, D05)."""
+"""The keep rules over Arrow: CLEAN-KEEP-1 and the two-phase tombstone CLEAN-TOMB-1..3 (KT-23, KT-24, KD-05)."""
 
 from __future__ import annotations
 
@@ -10,14 +10,14 @@ from hypothesis import strategies as st
 
 from cleaner.keep import droppable, dropped_whole, retain
 from cleaner.offsetmap import MAP_SCHEMA, OffsetMap
-from s3stream.records import RECORD_SCHEMA
+from s3stream.base.records import RECORD_SCHEMA
 
 NOW = 5_000
 DR = 1_000
 
 
 def table(rows: Sequence[tuple[int, str | None, str | None, int | None]]) -> pa.Table:
-    """(offset, key, value, horizon) rows; timestamps are all 1 (old: irrelevant to horizons, T24)."""
+    """(offset, key, value, horizon) rows; timestamps are all 1 (old: irrelevant to horizons, KT-24)."""
     return pa.Table.from_pylist([
         {"offset": o, "timestamp": 1, "key": None if k is None else k.encode(),
          "value": None if v is None else v.encode(), "headers": None, "horizon_ms": h} for o, k, v, h in rows],
@@ -49,7 +49,7 @@ def test_keys_absent_from_the_map_are_kept() -> None:
 
 
 def test_records_above_the_map_are_copied_untouched() -> None:
-    # duplicates and unkeyed records past latest_offset stay (C-KEEP1 first check; checklist 4)
+    # duplicates and unkeyed records past latest_offset stay (CLEAN-KEEP-1, first check)
     t = table([(0, "a", "1", None), (5, "a", "2", None), (6, None, "u", None), (7, "a", "3", None)])
     out, stats = retain(t, omap({"a": 0}, 4), now_ms=NOW, delete_retention_ms=DR)
     assert [r[0] for r in kept(out)] == [0, 5, 6, 7]
@@ -73,7 +73,7 @@ def test_empty_value_is_not_a_tombstone() -> None:
 def test_tombstone_phase_one_stamps_now_plus_delete_retention() -> None:
     t = table([(0, "a", "1", None), (1, "a", None, None)])
     out, stats = retain(t, omap({"a": 1}, 1), now_ms=NOW, delete_retention_ms=DR)
-    assert kept(out) == [(1, None, NOW + DR)]          # T24: based on the clean time, not the timestamp
+    assert kept(out) == [(1, None, NOW + DR)]          # KT-24: based on the clean time, not the timestamp
     assert stats.horizons_stamped == 1 and stats.tombstones_dropped == 0
 
 
@@ -92,14 +92,14 @@ def test_existing_horizon_is_never_restamped() -> None:
     assert kept(out) == [(1, None, NOW + 10)] and stats.horizons_stamped == 0
 
 
-def test_d05_superseded_tombstone_is_dropped_at_once() -> None:
+def test_kd05_superseded_tombstone_is_dropped_at_once() -> None:
     t = table([(0, "a", None, None), (1, "a", "back", None)])
     out, stats = retain(t, omap({"a": 1}, 1), now_ms=NOW, delete_retention_ms=DR)
     assert kept(out) == [(1, "back", None)]
     assert stats.tombstones_dropped == 1 and stats.horizons_stamped == 0
 
 
-def test_t23_tombstone_in_the_dirty_range_removes_earlier_values() -> None:
+def test_kt23_tombstone_in_the_dirty_range_removes_earlier_values() -> None:
     t = table([(0, "a", "1", None), (1, "b", "1", None), (2, "a", None, None)])
     out, _ = retain(t, omap({"a": 2, "b": 1}, 2), now_ms=NOW, delete_retention_ms=DR)
     assert kept(out) == [(1, "1", None), (2, None, NOW + DR)]

@@ -1,4 +1,4 @@
-"""The bounded offset map: rules C-MAP1-4 (T18 partial cleaning, T21 offset holes, full at overwrite)."""
+"""The bounded offset map: rules CLEAN-MAP-1..4 (KT-18 partial cleaning, KT-21 offset holes, full at overwrite)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pyarrow as pa
 import pytest
 
 from cleaner.offsetmap import OffsetMapBuilder, map_capacity
-from s3stream.errors import InvalidConfig
+from s3stream.base.errors import InvalidConfig
 
 
 def rows(offsets: Sequence[int], keys: Sequence[str | None]) -> pa.Table:
@@ -48,12 +48,12 @@ def test_unkeyed_records_and_records_below_the_start_are_not_mapped() -> None:
 
 
 def test_full_at_overwrite_stops_before_that_record() -> None:
-    # capacity 2: a, b fill the map; the overwrite of a at offset 2 already finds it full (C-MAP2).
+    # capacity 2: a, b fill the map; the overwrite of a at offset 2 already finds it full (CLEAN-MAP-2).
     b = OffsetMapBuilder(start_offset=0, capacity=2)
     assert not b.add_segment(rows([0, 1, 2, 3], ["a", "b", "a", "c"]), next_base=4)
     entries, end, full = as_dict(b, 4)
     assert entries == {b"a": 0, b"b": 1}
-    assert (end, full) == (2, True)          # checkpoint mid-segment: partial cleaning (T18)
+    assert (end, full) == (2, True)          # checkpoint mid-segment: partial cleaning (KT-18)
 
 
 def test_full_across_segments_keeps_the_earlier_segments() -> None:
@@ -71,7 +71,7 @@ def test_full_on_the_first_record_of_a_segment_ends_at_the_previous_segment() ->
     assert as_dict(b, 7)[1:] == (5, True)
 
 
-def test_t21_offset_holes_fast_forward_to_the_next_segment() -> None:
+def test_kt21_offset_holes_fast_forward_to_the_next_segment() -> None:
     # KAFKA-8764: the last record of a segment is at 3 but the segment ends at 9 (compaction gap).
     b = OffsetMapBuilder(start_offset=0, capacity=10)
     assert b.add_segment(rows([0, 3], ["a", "b"]), next_base=10)

@@ -10,10 +10,10 @@ import pytest
 
 from cleaner.output import OutputStream
 from s3stream import Record
-from s3stream.errors import TransientError
+from s3stream.base.errors import TransientError
+from s3stream.base.records import RECORD_SCHEMA
+from s3stream.format.segment import SegmentReader
 from s3stream.manifest.model import SegmentRef
-from s3stream.records import RECORD_SCHEMA
-from s3stream.segment import SegmentReader
 
 from .conftest import Env
 from .kit import COMPACT, T0
@@ -83,7 +83,7 @@ def test_a_failed_upload_while_another_output_completes_fails_the_round_cleanly(
         env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
     """Outputs complete in the background while the round goes on (newest group first): the second
     output's upload fails after the first one completed. The round leaves the log and the bucket as they
-    were and the error marks the partition (C-ERR1)."""
+    were and the error marks the partition (CLEAN-ERR-1)."""
     store = env.open()
     store.create_topic("t", 1, {**COMPACT, "segment.bytes": 400})
     log = store.partition("t", 0)

@@ -1,4 +1,4 @@
-"""Property: cleaning never changes what a consumer folding the log from the start ends up with (G2-G5).
+"""Property: cleaning never changes what a consumer folding the log from the start ends up with (CLEAN-GUAR-2..5).
 
 For random histories of keyed values and tombstones, rolled into random segments and cleaned at random
 points (with a random dedupe buffer, so rounds are often partial, and random clock advances, so

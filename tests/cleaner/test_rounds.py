@@ -1,10 +1,10 @@
 """Cleaning rounds end to end through the public API (issue 4, items 1-4).
 
-Ported scenarios (kafka-cleanup-rules.md): G2-G5 guarantees, R8 (compaction never moves the log start,
-D08), T18 partial cleaning, T28 (the log end survives cleaning and restart), T50 (the active segment keeps
-duplicates), D01 (an idle partition under max lag), C-SEL3 strict ratio and dirtiest-first, C-RANGE2 min
-lag, C-KEEP1 unkeyed records, C-SEL2b (T07/T08) checkpoint reset, R2 retention from the cleaner, §0
-``log.cleaner.enable``. Tombstones are in ``test_tombstones.py``.
+Ported scenarios (docs/design/kafka-rules.md): CLEAN-GUAR-2..5 guarantees, RET-8 (compaction never moves the log start,
+KD-08), KT-18 partial cleaning, KT-28 (the log end survives cleaning and restart), KT-50 (the active segment keeps
+duplicates), KD-01 (an idle partition under max lag), CLEAN-SEL-3 strict ratio and dirtiest-first, CLEAN-RANGE-2 min
+lag, CLEAN-KEEP-1 unkeyed records, CLEAN-SEL-2(b) (KT-07/KT-08) checkpoint reset, RET-2 retention from the cleaner,
+CFG-2 ``log.cleaner.enable``. Tombstones are in ``test_tombstones.py``.
 
 Tests taking ``any_env`` run on memory:// and on SeaweedFS; the rest on memory:// only, to stay fast.
 """
@@ -34,9 +34,9 @@ def test_latest_value_per_key_survives_with_its_original_offset(any_env: Env) ->
     r = cleaned(store.run_cleaner())
     after = read_all(log)
     assert triples(after) == [(3, b"c", b"1"), (4, b"b", b"2"), (5, b"a", b"3")]
-    assert fold(after) == fold(before)                  # G5
+    assert fold(after) == fold(before)                  # CLEAN-GUAR-5
     assert (r.records_read, r.records_kept) == (6, 3)
-    assert log.manifest().cleaner_checkpoint == 6       # C-CKPT1: the next round starts at U
+    assert log.manifest().cleaner_checkpoint == 6       # CLEAN-CKPT-1: the next round starts at U
     assert [a.timestamp for a in after] == [env.t0] * 3
 
 
@@ -47,9 +47,9 @@ def test_offsets_keep_gaps_and_the_log_end_survives_cleaning_and_restart(any_env
     put_segment(log, [("a", "1"), ("a", "2"), ("a", "3"), ("b", "1"), ("a", "4")])
     put_segment(log, [("b", "2"), ("b", "3")])
     cleaned(store.run_cleaner())
-    assert [r.offset for r in read_all(log)] == [4, 6]      # G3: offsets never change; gaps are normal
+    assert [r.offset for r in read_all(log)] == [4, 6]      # CLEAN-GUAR-3: offsets never change; gaps are normal
     assert log.log_end_offset == 7 and log.log_start_offset == 0
-    assert sealed_ranges(log) == [(0, 6)]                    # merged, but the covered range is kept (T28)
+    assert sealed_ranges(log) == [(0, 6)]                    # merged, but the covered range is kept (KT-28)
     store.close()
     again = env.open()
     log2 = again.partition("t", 0)
@@ -67,7 +67,7 @@ def test_reading_inside_a_gap_returns_the_next_records(env: Env) -> None:
     assert triples(log.read(1, max_records=1)) == [(2, b"a", b"3")]
 
 
-def test_r8_d08_compaction_never_moves_the_log_start(env: Env) -> None:
+def test_ret8_kd08_compaction_never_moves_the_log_start(env: Env) -> None:
     store = env.open()
     log = topic(store, **{"segment.bytes": 50})            # 2 records = 46 bytes: groups cannot merge
     put_segment(log, [("a", "1"), ("b", "1")])
@@ -89,7 +89,7 @@ def test_duplicate_keys_inside_one_batch(env: Env) -> None:
 
 
 def test_clean_section_is_rewritten_too(env: Env) -> None:
-    # checklist 1: a value in an already-cleaned segment disappears once the dirty range updates its key
+    # CLEAN-GRP-1: a value in an already-cleaned segment disappears once the dirty range updates its key
     store = env.open()
     log = topic(store)
     put_segment(log, [("a", "1"), ("b", "1")])
@@ -107,7 +107,7 @@ def test_the_active_segment_is_never_cleaned(env: Env) -> None:
     log.append([kv("a", "3")])
     log.append([kv("a", "4")])                 # active, unsealed
     cleaned(store.run_cleaner())
-    assert triples(read_all(log)) == [(1, b"a", b"2"), (2, b"a", b"3"), (3, b"a", b"4")]   # T50: head keeps dups
+    assert triples(read_all(log)) == [(1, b"a", b"2"), (2, b"a", b"3"), (3, b"a", b"4")]   # KT-50: head keeps dups
     assert log.manifest().cleaner_checkpoint == 2
 
 
@@ -123,7 +123,7 @@ def test_strict_dirty_ratio_threshold(env: Env) -> None:
     cleaned(store.run_cleaner())
 
 
-def test_d01_idle_partition_under_max_lag_waits_for_an_append_that_rolls(env: Env) -> None:
+def test_kd01_idle_partition_under_max_lag_waits_for_an_append_that_rolls(env: Env) -> None:
     store = env.open()
     log = topic(store, **{"min.cleanable.dirty.ratio": "1.0", "max.compaction.lag.ms": 1000})
     for v in ("1", "2", "3"):
@@ -131,7 +131,7 @@ def test_d01_idle_partition_under_max_lag_waits_for_an_append_that_rolls(env: En
     env.clock.advance(60_000)
     assert store.run_cleaner().cleaned is None          # the overdue data is in the active segment
     assert len(read_all(log)) == 3
-    log.append([kv("b", "1", T0 + 60_000)])             # waited > min(segment.ms, max lag): rolls (S3)
+    log.append([kv("b", "1", T0 + 60_000)])             # waited > min(segment.ms, max lag): rolls (ROLL-3)
     r = store.run_cleaner()
     assert r.chosen is not None and r.chosen.need_compaction_now
     assert cleaned(r).end_offset == 3
@@ -152,7 +152,7 @@ def test_min_compaction_lag_keeps_young_segments_dirty(env: Env) -> None:
     assert [x.offset for x in read_all(log)] == [3, 4]
 
 
-def test_t18_partial_cleaning_with_a_tiny_dedupe_buffer_converges(any_env: Env) -> None:
+def test_kt18_partial_cleaning_with_a_tiny_dedupe_buffer_converges(any_env: Env) -> None:
     env = any_env
     store = env.open(log_cleaner_dedupe_buffer_size=24 * 3)     # two map entries per round
     log = topic(store)
@@ -251,12 +251,12 @@ def test_cleaner_disabled_does_nothing(env: Env) -> None:
     put_segment(log, [("a", "3")], ts=T0 - DAY)
     r = store.run_cleaner()
     assert not r.enabled and r.cleaned is None
-    store.run_retention()                                    # §0: no retention for compacted topics either
+    store.run_retention()                                    # CFG-2: no retention for compacted topics either
     assert len(read_all(log)) == 3 and log.manifest().cleaner_checkpoint is None
 
 
 def test_invalid_checkpoint_is_rewritten_even_when_not_chosen(env: Env) -> None:
-    # T07/T08: DeleteRecords moved the log start past the checkpoint; the partition is not cleanable
+    # KT-07/KT-08: DeleteRecords moved the log start past the checkpoint; the partition is not cleanable
     store = env.open()
     log = topic(store, **{"cleanup.policy": "compact,delete", "min.cleanable.dirty.ratio": "1.0"})
     put_segment(log, [("a", "1")])
@@ -356,7 +356,7 @@ def _skipping_round(env: Env, monkeypatch: pytest.MonkeyPatch, *, skip: bool) ->
 
 def test_row_groups_dropped_whole_are_never_fetched_and_counted_exactly(env: Env,
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    """C-KEEP1 from the footer alone: the survivors and statistics of decoding every row group, fewer bytes."""
+    """CLEAN-KEEP-1 from the footer alone: the survivors and statistics of decoding every row group, fewer bytes."""
     skipped, survivors, fetched_skipping = _skipping_round(env, monkeypatch, skip=True)
     decoded, expected, fetched_all = _skipping_round(env, monkeypatch, skip=False)
     assert survivors == expected == [(41, b"k1", b"late1"), (42, b"k2", b"late2"), (43, b"k3", b"late3"),

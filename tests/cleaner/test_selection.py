@@ -1,8 +1,8 @@
-"""The selection planner (pure): rules C-SEL1-5 and C-RANGE1-2 over hand-built LogSnapshots.
+"""The selection planner (pure): rules CLEAN-SEL-1..5 and CLEAN-RANGE-1..2 over hand-built LogSnapshots.
 
-Marks name the Kafka cases they port (LogCleanerManagerTest): T01 (mid-segment first dirty counted in
-both byte sums), T05/T06 (first dirty at or past the active segment: nothing cleanable, no endless
-loop), T07/T08 (invalid checkpoints reset, even when the log is not chosen), D01-D03 (max lag).
+Marks name the Kafka cases they port (LogCleanerManagerTest): KT-01 (mid-segment first dirty counted in
+both byte sums), KT-05/KT-06 (first dirty at or past the active segment: nothing cleanable, no endless
+loop), KT-07/KT-08 (invalid checkpoints reset, even when the log is not chosen), KD-01..03 (max lag).
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ def test_checkpoint_splits_clean_and_dirty_bytes() -> None:
     assert plan.cleanable_ratio == 0.5
 
 
-def test_t01_mid_segment_first_dirty_counts_in_both_sums() -> None:
+def test_kt01_mid_segment_first_dirty_counts_in_both_sums() -> None:
     plan = plan_log(snap(segs(100, 100, 100), checkpoint=15), NOW)
     assert plan.clean_bytes == 200        # segments with base < 15: [0,10) and [10,20)
     assert plan.cleanable_bytes == 200    # from the segment containing 15 up to U=30
@@ -53,7 +53,7 @@ def test_t01_mid_segment_first_dirty_counts_in_both_sums() -> None:
 
 
 @pytest.mark.parametrize("checkpoint", [30, 33])
-def test_t05_t06_first_dirty_at_or_past_active_base_cleans_nothing(checkpoint: int) -> None:
+def test_kt05_kt06_first_dirty_at_or_past_active_base_cleans_nothing(checkpoint: int) -> None:
     # KAFKA-9826 / KAFKA-9133: no segment lies in [first_dirty, U): cleanable bytes 0, never chosen.
     s = snap(segs(100, 100, 100), checkpoint=checkpoint, ratio=0.0)
     plan = plan_log(s, NOW)
@@ -63,7 +63,7 @@ def test_t05_t06_first_dirty_at_or_past_active_base_cleans_nothing(checkpoint: i
     assert best is None
 
 
-def test_t05_log_start_past_active_base() -> None:
+def test_kt05_log_start_past_active_base() -> None:
     # KAFKA-9133: DeleteRecords moved the log start into the active segment; the checkpoint is below it.
     s = snap(segs(100, 100), checkpoint=5, log_start=22, active_extra=10)
     plan = plan_log(s, NOW)
@@ -72,7 +72,7 @@ def test_t05_log_start_past_active_base() -> None:
     assert choose_filthiest([s], NOW)[0] is None
 
 
-def test_t06_bytes_past_u_are_not_in_the_ratio() -> None:
+def test_kt06_bytes_past_u_are_not_in_the_ratio() -> None:
     # min lag makes segment [20,30) uncleanable: U = 20; its bytes count nowhere.
     s = snap(segs(100, 100, 900, ts=[0, 0, NOW]), min_lag=1000)
     plan = plan_log(s, NOW)
@@ -81,13 +81,13 @@ def test_t06_bytes_past_u_are_not_in_the_ratio() -> None:
 
 
 @pytest.mark.parametrize(("checkpoint", "log_start"), [(3, 10), (99, 0)])
-def test_t07_t08_invalid_checkpoint_resets_to_log_start(checkpoint: int, log_start: int) -> None:
+def test_kt07_kt08_invalid_checkpoint_resets_to_log_start(checkpoint: int, log_start: int) -> None:
     plan = plan_log(snap(segs(100, 100, 100), checkpoint=checkpoint, log_start=log_start), NOW)
     assert plan.checkpoint_reset
     assert plan.first_dirty == log_start
 
 
-def test_t07_t08_reset_is_reported_even_when_not_chosen() -> None:
+def test_kt07_kt08_reset_is_reported_even_when_not_chosen() -> None:
     dirty = snap(segs(100, 100), log_id="a")                                # ratio 1.0, chosen
     invalid = snap(segs(100, 100), log_id="b", checkpoint=999, ratio=1.0)   # never eligible
     best, plans = choose_filthiest([dirty, invalid], NOW)
@@ -145,7 +145,7 @@ def test_min_lag_with_everything_young_cleans_nothing() -> None:
     assert choose_filthiest([s], NOW)[0] is None
 
 
-def test_d02_max_lag_makes_a_log_eligible_below_the_ratio() -> None:
+def test_kd02_max_lag_makes_a_log_eligible_below_the_ratio() -> None:
     s = snap(segs(100, 100, 100, 100, ts=[NOW - 9000] * 4), checkpoint=30, ratio=0.9, max_lag=5000)
     plan = plan_log(s, NOW)
     assert plan.max_compaction_delay_ms == 4000 and plan.need_compaction_now
@@ -160,14 +160,14 @@ def test_max_lag_uses_the_earliest_first_batch_timestamp_of_dirty_segments() -> 
     assert plan_log(s, NOW).max_compaction_delay_ms == 2000
 
 
-def test_d03_segments_without_timestamps_never_trigger_max_lag() -> None:
+def test_kd03_segments_without_timestamps_never_trigger_max_lag() -> None:
     s = snap(segs(100, 100, ts=[0, -1]), max_lag=1, ratio=1.0)
     plan = plan_log(s, NOW)
     assert plan.max_compaction_delay_ms == 0
     assert choose_filthiest([s], NOW)[0] is None
 
 
-def test_d01_max_lag_without_cleanable_bytes_is_not_eligible() -> None:
+def test_kd01_max_lag_without_cleanable_bytes_is_not_eligible() -> None:
     # the overdue data sits in the active segment only (idle partition): nothing sealed is dirty.
     s = snap(segs(100, 100, ts=[NOW - 9000, NOW - 9000]), checkpoint=20, max_lag=10, ratio=1.0)
     plan = plan_log(s, NOW)

@@ -27,7 +27,7 @@ def test_service_cleans_in_the_background_and_backs_off_when_idle(env: Env) -> N
     store = env.open(log_cleaner_backoff_ms=20)
     store.create_topic("t", 1, dict(COMPACT))
     log = store.partition("t", 0)
-    svc = CleanerService(store)
+    svc = CleanerService(store.cleaner)
     svc.start()
     try:
         put_segment(log, [("a", "1"), ("a", "2")])
@@ -46,7 +46,7 @@ def test_disabled_cleaner_starts_no_thread(env: Env) -> None:
     store.create_topic("t", 1, dict(COMPACT))
     log = store.partition("t", 0)
     put_segment(log, [("a", "1"), ("a", "2")])
-    svc = CleanerService(store)
+    svc = CleanerService(store.cleaner)
     svc.start()
     time.sleep(0.1)
     assert not [t for t in threading.enumerate() if t.name.startswith("s3stream-cleaner")]
@@ -68,7 +68,7 @@ def test_stop_mid_round_lets_the_round_finish_and_loses_nothing(env: Env) -> Non
         release.wait(WAIT_S)
 
     hook.arm(block)
-    svc = CleanerService(cleaner)
+    svc = CleanerService(cleaner.cleaner)
     svc.start()
     assert entered.wait(WAIT_S)                     # the round is between its outputs and its swap
     stopper = threading.Thread(target=svc.stop)
@@ -105,7 +105,7 @@ def test_two_cleaner_threads_clean_every_partition_once_each_round(env: Env) -> 
     logs = [store.partition("t", p) for p in range(4)]
     for p, log in enumerate(logs):
         put_segment(log, [("a", f"{p}-1"), ("b", "1"), ("a", f"{p}-2")])
-    svc = CleanerService(store)
+    svc = CleanerService(store.cleaner)
     svc.start()
     try:
         assert wait_for(lambda: all(log.manifest().cleaner_checkpoint == 3 for log in logs))

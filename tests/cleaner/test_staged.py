@@ -8,11 +8,11 @@ from collections.abc import Sequence
 import pyarrow as pa
 
 import s3stream
-from s3stream import layout
+from s3stream.base import layout
+from s3stream.base.records import RECORD_SCHEMA
+from s3stream.format.segment import encode_segment
 from s3stream.manifest.intents import add_segment
 from s3stream.manifest.model import SegmentRef
-from s3stream.records import RECORD_SCHEMA
-from s3stream.segment import encode_segment
 
 from .conftest import Env
 from .kit import COMPACT, T0, cleaned, read_all, triples

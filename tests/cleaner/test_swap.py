@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 import s3stream
-from s3stream import layout
-from s3stream.crashpoints import CrashPoints, SimulatedCrash
-from s3stream.errors import CorruptData
+from s3stream.base import layout
+from s3stream.base.crashpoints import CrashPoints, SimulatedCrash
+from s3stream.base.errors import CorruptData
 
 from .conftest import Env
 from .kit import COMPACT, fold, kv, put_segment, read_all, triples

@@ -1,10 +1,10 @@
-"""Tombstones end to end (issue 4, item 4 and item 8): rules C-TOMB1-3, KIP-534, T23/T24/D05.
+"""Tombstones end to end (issue 4, item 4 and item 8): rules CLEAN-TOMB-1..3, KIP-534, KT-23/KT-24/KD-05.
 
 A tombstone (``value=None``) is kept, readable, by the first round that retains it, which stamps its delete
 horizon ``now + delete.retention.ms`` (whatever the tombstone's own timestamp); the first later round at
 or after the horizon drops it; a tombstone superseded by a later record of its key is dropped at once.
 Kafka runs no round only because a horizon passed; ``s3stream.tombstone.cleanup.on.idle`` does.
-The T24 case runs on memory:// and on SeaweedFS (``any_env``).
+The KT-24 case runs on memory:// and on SeaweedFS (``any_env``).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from .conftest import Env
 from .kit import DAY, T0, cleaned, horizons, kv, put_segment, read_all, topic, triples
 
 
-def test_t24_two_phase_tombstone_with_the_horizon_set_by_the_first_round(any_env: Env) -> None:
+def test_kt24_two_phase_tombstone_with_the_horizon_set_by_the_first_round(any_env: Env) -> None:
     env = any_env
     store = env.open()
     log = topic(store, **{"delete.retention.ms": 10_000, "message.timestamp.before.max.ms": 30 * DAY})
@@ -25,7 +25,7 @@ def test_t24_two_phase_tombstone_with_the_horizon_set_by_the_first_round(any_env
     env.clock.advance(5_000)
     cleaned(store.run_cleaner())
     assert horizons(log) == {2: env.t0 + 5_000 + 10_000}    # phase 1: now + delete.retention.ms
-    assert triples(read_all(log)) == [(1, b"b", b"1"), (2, b"a", None)]     # G4: the tombstone is readable
+    assert triples(read_all(log)) == [(1, b"b", b"1"), (2, b"a", None)]     # CLEAN-GUAR-4: the tombstone is readable
     env.clock.advance(9_999)                             # one ms before the horizon
     put_segment(log, [("c", "1")])
     cleaned(store.run_cleaner())
@@ -40,7 +40,7 @@ def test_t24_two_phase_tombstone_with_the_horizon_set_by_the_first_round(any_env
 
 
 def test_tombstone_survives_without_a_new_round_kafka_semantics(env: Env) -> None:
-    # C-TOMB2 / KAFKA-8522: no round is triggered only because a horizon passed
+    # CLEAN-TOMB-2 / KAFKA-8522: no round is triggered only because a horizon passed
     store = env.open()
     log = topic(store)
     put_segment(log, [("a", "1"), ("a", None)])
@@ -80,7 +80,7 @@ def test_last_record_removed_the_log_end_survives_restart(env: Env) -> None:
     assert log2.append([kv("b", "1")]).base_offset == 2
 
 
-def test_d05_superseded_tombstone_is_dropped_without_waiting(env: Env) -> None:
+def test_kd05_superseded_tombstone_is_dropped_without_waiting(env: Env) -> None:
     store = env.open()
     log = topic(store, **{"delete.retention.ms": DAY})
     put_segment(log, [("a", "1"), ("a", None), ("a", "2")])
@@ -90,7 +90,7 @@ def test_d05_superseded_tombstone_is_dropped_without_waiting(env: Env) -> None:
     assert horizons(log) == {}
 
 
-def test_d05_tombstone_in_the_clean_section_superseded_by_a_later_value(env: Env) -> None:
+def test_kd05_tombstone_in_the_clean_section_superseded_by_a_later_value(env: Env) -> None:
     store = env.open()
     log = topic(store, **{"delete.retention.ms": DAY})
     put_segment(log, [("a", "1"), ("a", None)])
@@ -101,7 +101,7 @@ def test_d05_tombstone_in_the_clean_section_superseded_by_a_later_value(env: Env
     assert triples(read_all(log)) == [(2, b"a", b"2")]
 
 
-def test_t23_tombstone_in_the_dirty_range_removes_earlier_values_in_the_same_round(env: Env) -> None:
+def test_kt23_tombstone_in_the_dirty_range_removes_earlier_values_in_the_same_round(env: Env) -> None:
     store = env.open()
     log = topic(store, **{"delete.retention.ms": DAY})
     put_segment(log, [("a", "1"), ("b", "1")])

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner, Result
 
-from s3stream.cli import app
+from s3stream.apps.cli import app
 
 
 @dataclass

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from s3stream.testing.servers import free_ports
+from s3stream.apps.servers import free_ports
 
 from .helpers import Cli, error_line
 
@@ -75,7 +75,8 @@ def test_produce_refuses_a_bad_timestamp_naming_the_line(cli: Cli, line: str, ma
 _PARENT = textwrap.dedent("""
     import os, sys, time
     import s3stream
-    from s3stream import Record, sealworker
+    from s3stream import Record
+    from s3stream.write import sealworker
 
     root = sys.argv[1]
     real_call, real_send = sealworker._Worker.call, sealworker.send_job

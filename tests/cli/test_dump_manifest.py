@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import s3stream
-from s3stream.records import Record
+from s3stream.base.records import Record
 
 from .helpers import Cli, error_line, jsonl
 

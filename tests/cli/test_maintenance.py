@@ -13,12 +13,12 @@ def _open(cli: Cli) -> s3stream.Store:
 
 def test_delete_records_then_retention_drops_whole_segments(cli: Cli) -> None:
     cli.ok("topic", "create", "t", "--config", "segment.bytes=200")
-    for batch in range(4):  # each produce is one append of 10 records (280 bytes): every append rolls (S1)
+    for batch in range(4):  # each produce is one append of 10 records (280 bytes): every append rolls (ROLL-1)
         cli.ok("produce", "t", input=lines(f"value-{batch * 10 + i}" for i in range(10)))
     result = cli.ok("delete-records", "t", "0", "25")
     assert "log start offset is now 25" in result.stdout
     report = cli.ok("retention", "run")
-    assert "log_start_offset: 2 segments" in report.stdout  # [0-9] and [10-19] lie wholly below 25 (R5)
+    assert "log_start_offset: 2 segments" in report.stdout  # [0-9] and [10-19] lie wholly below 25 (RET-5)
     with _open(cli) as store:
         log = store.partition("t", 0)
         assert log.log_start_offset == 25

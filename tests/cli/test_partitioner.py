@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from s3stream.cli.partitioner import Partitioner, murmur2, partition_for_key, to_positive
+from s3stream.policy.partitioner import Partitioner, murmur2, partition_for_key, to_positive
 
 # org.apache.kafka.common.utils.UtilsTest#testMurmur2
 KAFKA_VECTORS = [

@@ -10,10 +10,10 @@ from collections import Counter
 import pytest
 
 import s3stream
-from s3stream.cli.jsonl import record_from_json, table_to_jsonl
-from s3stream.cli.partitioner import partition_for_key
-from s3stream.errors import InvalidRequest
-from s3stream.records import Record, batch_from_records
+from s3stream.apps.cli.jsonl import record_from_json, table_to_jsonl
+from s3stream.base.errors import InvalidRequest
+from s3stream.base.records import Record, batch_from_records
+from s3stream.policy.partitioner import partition_for_key
 
 from .helpers import Cli, error_line, jsonl, lines
 

@@ -13,9 +13,9 @@ import pytest
 from rich.console import Console
 
 import s3stream
-from s3stream.errors import Closed, InternalError, TransientError
-from s3stream.quickstart import DEFAULT_STEPS, QuickstartContext, Step, run_quickstart
-from s3stream.serve import ServeLoop
+from s3stream.apps.quickstart import DEFAULT_STEPS, QuickstartContext, Step, run_quickstart
+from s3stream.apps.serve import ServeLoop
+from s3stream.base.errors import Closed, InternalError, TransientError
 
 from .helpers import Cli, error_line
 
@@ -117,6 +117,7 @@ class _StubStore:
         self.metrics_registry = None
         self._retention, self._gc = retention, gc
         self.calls: list[str] = []
+        self.cleaner = SimpleNamespace(runtime=self)  # what CleanerService reads: settings and clock
 
     def run_retention(self) -> Any:
         self.calls.append("retention")
@@ -132,14 +133,14 @@ class _StubStore:
 
 
 def test_serve_disables_missing_capabilities_and_retries_failures() -> None:
-    store = _StubStore(ModuleNotFoundError("No module named 's3stream.retention_task'"), TransientError("503"))
+    store = _StubStore(ModuleNotFoundError("No module named 's3stream.maintenance.retention'"), TransientError("503"))
     loop = ServeLoop(store, metrics_port=None, gc_interval_ms=1)  # type: ignore[arg-type]
     stop = threading.Event()
     stop.set()
     loop.run(stop)  # a set event still gets exactly one iteration
     assert loop.iterations == 1 and store.calls == ["retention", "gc"]
     retention, gc = loop.tasks
-    assert retention.disabled is not None and "retention_task" in retention.disabled
+    assert retention.disabled is not None and "maintenance.retention" in retention.disabled
     assert gc.disabled is None and gc.failures == 1
     threading.Event().wait(0.01)
     loop.run_once()

@@ -103,7 +103,7 @@ def test_bad_url_is_one_line(cli: Cli) -> None:
 
 
 def test_default_store_is_the_embedded_one_and_env_overrides(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
-    from s3stream.cli.common import default_store_url
+    from s3stream.apps.cli.common import default_store_url
 
     assert default_store_url().startswith("file://") and default_store_url().endswith("/s3stream/data")
     monkeypatch.setenv("S3STREAM_URL", cli.url)
@@ -112,7 +112,7 @@ def test_default_store_is_the_embedded_one_and_env_overrides(cli: Cli, monkeypat
 
 
 def test_real_process_exit_code_and_no_traceback(cli: Cli) -> None:
-    proc = subprocess.run([sys.executable, "-c", "from s3stream.cli import main; main()", "topic", "describe",
+    proc = subprocess.run([sys.executable, "-c", "from s3stream.apps.cli import main; main()", "topic", "describe",
                            "nope", "--url", cli.url], capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 1
     assert "Traceback" not in proc.stderr

@@ -10,8 +10,8 @@ import dataclasses
 import re
 from pathlib import Path
 
-from s3stream.config import TOPIC_CONFIGS
-from s3stream.settings import BROKER_SYNONYMS, StoreSettings
+from s3stream.base.settings import BROKER_SYNONYMS, StoreSettings
+from s3stream.base.topic_config import TOPIC_CONFIGS
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
 _MiB = 1024 * 1024

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from s3stream.config import LONG_MAX
-from s3stream.errors import InvalidConfig
-from s3stream.settings import BROKER_SYNONYMS, StoreSettings, default_wal_dir, setting_name
+from s3stream.base.errors import InvalidConfig
+from s3stream.base.settings import BROKER_SYNONYMS, StoreSettings, default_wal_dir, setting_name
+from s3stream.base.topic_config import LONG_MAX
 
 MiB = 1024 * 1024
 

@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from s3stream.config import (
+from s3stream.base.errors import InvalidConfig, InvalidRequest
+from s3stream.base.topic_config import (
     LONG_MAX,
     TOPIC_CONFIGS,
     TopicConfig,
@@ -18,11 +19,10 @@ from s3stream.config import (
     effective_topic_config,
     normalize_topic_config,
 )
-from s3stream.errors import InvalidConfig, InvalidRequest
 
 INT_MAX = 2**31 - 1
 
-# The contract (Kafka 3.x defaults, kafka-cleanup-rules.md §0), written out independently of the table.
+# The contract (Kafka 3.x defaults, docs/design/kafka-rules.md CFG-1), written out independently of the table.
 EXPECTED_DEFAULTS = {
     "cleanup.policy": "delete",
     "retention.ms": "604800000",

@@ -6,8 +6,8 @@ import string
 
 import pytest
 
-from s3stream.config import MAX_TOPIC_NAME_LENGTH, topic_collision_name, validate_topic_name
-from s3stream.errors import InvalidRequest, InvalidTopic
+from s3stream.base.errors import InvalidRequest, InvalidTopic
+from s3stream.base.topic_config import MAX_TOPIC_NAME_LENGTH, topic_collision_name, validate_topic_name
 
 
 @pytest.mark.parametrize("name", [

@@ -6,8 +6,8 @@ import itertools
 
 import pytest
 
-from s3stream.errors import InvalidRequest
-from s3stream.ids import IdSource
+from s3stream.base.errors import InvalidRequest
+from s3stream.base.ids import IdSource
 from s3stream.objectstore.protocol import ObjectStore
 from s3stream.objectstore.s3 import ListOrder, S3ObjectStore
 

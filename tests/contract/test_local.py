@@ -12,8 +12,8 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from s3stream.clock import ManualClock
-from s3stream.errors import InvalidRequest, ObjectNotFound, PreconditionFailed, TransientError
+from s3stream.base.clock import ManualClock
+from s3stream.base.errors import InvalidRequest, ObjectNotFound, PreconditionFailed, TransientError
 from s3stream.objectstore.local import LocalObjectStore
 from s3stream.objectstore.prefixed import PrefixedObjectStore
 from s3stream.objectstore.protocol import ByteRange, ObjectStore

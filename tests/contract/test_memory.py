@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from s3stream.ids import IdSource
+from s3stream.base.ids import IdSource
 from s3stream.objectstore.memory import MemoryObjectStore
 from s3stream.objectstore.prefixed import PrefixedObjectStore
 from s3stream.objectstore.protocol import ObjectStore

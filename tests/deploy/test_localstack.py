@@ -1,4 +1,4 @@
-"""``s3stream local-stack`` and :class:`s3stream.localstack.LocalStack`: start, produce/consume, stop clean.
+"""``s3stream local-stack`` and :class:`s3stream.apps.localstack.LocalStack`: start, produce/consume, stop clean.
 
 "Nothing left running" is checked from the outside: no process whose command line names the stack
 directory (weed runs with ``-dir=DIR/weed-data``, serve with ``wal_dir=DIR/serve-wal``), the printed
@@ -25,10 +25,10 @@ import pytest
 from typer.testing import CliRunner
 
 import s3stream
-from s3stream.cli import app
-from s3stream.cli.localstack import connection_text
-from s3stream.cli.runners import serve
-from s3stream.localstack import DEFAULT_METRICS_PORT, LocalStack, LocalStackError, LocalStackInfo
+from s3stream.apps.cli import app
+from s3stream.apps.cli.localstack import connection_text
+from s3stream.apps.cli.runners import serve
+from s3stream.apps.localstack import DEFAULT_METRICS_PORT, LocalStack, LocalStackError, LocalStackInfo
 
 pytestmark = [pytest.mark.s3, pytest.mark.seaweedfs, pytest.mark.timeout(120)]
 
@@ -137,7 +137,7 @@ def command_dir(tmp_path: Path) -> Iterator[Path]:
 def test_local_stack_command_serves_produce_and_consume_then_stops_on_ctrl_c(
         command_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     out, err = tmp_path / "stdout", tmp_path / "stderr"
-    cmd = [sys.executable, "-c", "from s3stream.cli import main; main()", "local-stack",
+    cmd = [sys.executable, "-c", "from s3stream.apps.cli import main; main()", "local-stack",
            "--dir", str(command_dir), "--s3-port", "0", "--metrics-port", "0", "-o", "flush.interval.ms=50"]
     with out.open("wb") as stdout, err.open("wb") as stderr:
         proc = subprocess.Popen(cmd, stdout=stdout, stderr=stderr, stdin=subprocess.DEVNULL)

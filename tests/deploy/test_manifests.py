@@ -22,10 +22,10 @@ import typer.main
 import yaml
 
 import s3stream
-from s3stream.cli import app
-from s3stream.cli.runners import serve
+from s3stream.apps.cli import app
+from s3stream.apps.cli.runners import serve
+from s3stream.base.settings import StoreSettings
 from s3stream.objectstore.url import parse_store_url
-from s3stream.settings import StoreSettings
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"

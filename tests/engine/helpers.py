@@ -9,7 +9,7 @@ from typing import Any
 
 import s3stream
 from s3stream import ManualClock, Record
-from s3stream.crashpoints import SimulatedCrash
+from s3stream.base.crashpoints import SimulatedCrash
 from s3stream.objectstore.protocol import ObjectMeta, ObjectStore
 from s3stream.testing.forwarding import ForwardingObjectStore
 

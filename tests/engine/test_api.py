@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from s3stream import ManualClock, OffsetOutOfRange, PolicyViolation, Record
-from s3stream.errors import Closed
+from s3stream.base.errors import Closed
 
 from .helpers import T0, open_mem, read_all, recs, values
 

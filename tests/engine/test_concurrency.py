@@ -9,7 +9,7 @@ import pytest
 
 import s3stream
 from s3stream import Record
-from s3stream.runtime import NodeRuntime
+from s3stream.write.node_runtime import NodeRuntime
 
 from .helpers import abandon, open_mem, read_all
 

@@ -8,7 +8,7 @@ import pytest
 
 import s3stream
 from s3stream import IdSource, ManualClock, Record
-from s3stream.errors import S3StreamError
+from s3stream.base.errors import S3StreamError
 from s3stream.objectstore.memory import MemoryObjectStore
 from s3stream.testing.faults import FaultRule, FaultyObjectStore
 

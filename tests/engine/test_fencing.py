@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from s3stream import Fenced, Record
-from s3stream.crashpoints import CrashPoints, SimulatedCrash
-from s3stream.errors import S3StreamError
+from s3stream.base.crashpoints import CrashPoints, SimulatedCrash
+from s3stream.base.errors import S3StreamError
 
 from .helpers import abandon, open_mem, read_all
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import s3stream
 from s3stream import ManualClock, Record
 from s3stream.objectstore.memory import MemoryObjectStore
-from s3stream.testing.recording import RecordingObjectStore
+from s3stream.objectstore.recording import RecordingObjectStore
 
 from .helpers import T0, CountingStore, read_all
 

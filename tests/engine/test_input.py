@@ -18,7 +18,7 @@ from s3stream import (
     TopicExists,
     UnknownTopic,
 )
-from s3stream.errors import InvalidRequest, InvalidTopic
+from s3stream.base.errors import InvalidRequest, InvalidTopic
 
 from .helpers import T0, open_mem, read_all
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from s3stream import InvalidRecord, OffsetOutOfRange, Record
-from s3stream.errors import Closed, InvalidArgument, InvalidRequest, MalformedRecord
+from s3stream.base.errors import Closed, InvalidArgument, InvalidRequest, MalformedRecord
 
 from .helpers import T0, open_mem, read_all
 

@@ -8,7 +8,7 @@ import pytest
 
 import s3stream
 from s3stream import Record
-from s3stream.errors import ObjectNotFound
+from s3stream.base.errors import ObjectNotFound
 from s3stream.objectstore.memory import MemoryObjectStore
 from s3stream.objectstore.metered import MeteredObjectStore
 

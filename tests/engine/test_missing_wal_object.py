@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 
 import s3stream
-from s3stream import layout
-from s3stream.errors import CorruptData, PreconditionFailed
+from s3stream.base import layout
+from s3stream.base.errors import CorruptData, PreconditionFailed
+from s3stream.format.walobject import WalChunkIndex, WalObjectIndex, encode_fence_object
 from s3stream.manifest.model import WalCursor
-from s3stream.takeover import plug_holes
-from s3stream.walobject import WalChunkIndex, WalObjectIndex, encode_fence_object
-from s3stream.walscan import WalIndexCache, contiguous_chunks
+from s3stream.partition.claim import plug_holes
+from s3stream.read.walscan import WalIndexCache, contiguous_chunks
 from tests.engine.helpers import open_mem, read_all, recs
 
 LOG = "t/tid/0"

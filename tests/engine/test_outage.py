@@ -17,9 +17,10 @@ import pyarrow as pa
 import pytest
 
 import s3stream
-from s3stream import IdSource, ManualClock, Record, layout
-from s3stream.crashpoints import CrashPoints
-from s3stream.errors import (
+from s3stream import IdSource, ManualClock, Record
+from s3stream.base import layout
+from s3stream.base.crashpoints import CrashPoints
+from s3stream.base.errors import (
     BufferFull,
     Fenced,
     InvalidConfig,
@@ -27,13 +28,13 @@ from s3stream.errors import (
     StoreUnavailable,
     TransientError,
 )
-from s3stream.node import claim_namespace
+from s3stream.base.records import RECORD_SCHEMA
+from s3stream.base.settings import StoreSettings
 from s3stream.objectstore.forwarding import ForwardingObjectStore
 from s3stream.objectstore.memory import MemoryObjectStore
 from s3stream.objectstore.protocol import ByteRange, ListEntry, ObjectMeta, ObjectStore
-from s3stream.records import RECORD_SCHEMA
-from s3stream.settings import StoreSettings
-from s3stream.uploader import BufferedAppend, FlushedObject, Uploader
+from s3stream.write.node import claim_namespace
+from s3stream.write.uploader import BufferedAppend, FlushedObject, Uploader
 
 from .helpers import T0, open_mem, read_all
 
@@ -105,7 +106,7 @@ def _outage_store(mem_url: str, kind: str = "unreachable") -> Outage:
     return Outage(MemoryObjectStore(mem_url.removeprefix("memory://")), kind)
 
 
-def _node(store: s3stream.Store) -> s3stream.runtime.NodeRuntime:
+def _node(store: s3stream.Store) -> s3stream.engine.runtime.NodeRuntime:
     node = store.runtime.existing_node()
     assert node is not None
     return node

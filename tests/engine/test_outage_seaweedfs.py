@@ -17,8 +17,8 @@ import pytest
 
 import s3stream
 from s3stream import Record
+from s3stream.apps.servers import seaweedfs_instance
 from s3stream.objectstore.s3 import S3ObjectStore
-from s3stream.testing.servers import seaweedfs_instance
 
 from .helpers import read_all
 

@@ -7,10 +7,11 @@ from pathlib import Path
 import pyarrow as pa
 
 import s3stream
-from s3stream import Record, layout
-from s3stream.log import StagedSegment
-from s3stream.records import batch_from_records
-from s3stream.segment import encode_segment
+from s3stream import Record
+from s3stream.base import layout
+from s3stream.base.records import batch_from_records
+from s3stream.format.segment import encode_segment
+from s3stream.partition.log import StagedSegment
 
 from .helpers import open_mem
 

@@ -16,8 +16,8 @@ import pytest
 
 import s3stream
 from s3stream import Record
-from s3stream.crashpoints import CrashPoints, SimulatedCrash
-from s3stream.errors import S3StreamError
+from s3stream.base.crashpoints import CrashPoints, SimulatedCrash
+from s3stream.base.errors import S3StreamError
 
 from .helpers import T0, abandon, open_mem, read_all
 

@@ -21,8 +21,8 @@ import pytest
 
 import s3stream
 from s3stream import ManualClock, Record
+from s3stream.objectstore.recording import RecordingObjectStore
 from s3stream.objectstore.url import open_object_store
-from s3stream.testing.recording import RecordingObjectStore
 from wal.storage import TRIM_POINT_FILE_NAME
 
 from .helpers import T0, abandon, read_all

@@ -1,4 +1,4 @@
-"""Roll rules S1-S4 (kafka-cleanup-rules.md §1): size, record time, jitter, compaction lag, explicit roll."""
+"""Roll rules ROLL-1..4 (docs/design/kafka-rules.md): size, record time, jitter, compaction lag, explicit roll."""
 
 from __future__ import annotations
 
@@ -58,7 +58,7 @@ def test_segment_ms_uses_record_timestamps(mem_url: str, tmp_path: Path) -> None
         log = store.partition("t", 0)
         log.append([_rec(0, T0), _rec(1, T0 + 200)])   # first batch max ts = T0 + 200
         log.append([_rec(2, T0 + 1200)])               # waited 1000: not > 1000, no roll
-        clock.advance(10_000_000)                      # wall clock is irrelevant (S2)
+        clock.advance(10_000_000)                      # wall clock is irrelevant (ROLL-2)
         log.append([_rec(3, T0 + 900)])
         assert len(log.segments()) == 1
         log.append([_rec(4, T0 + 1201)])               # waited 1001 > 1000: roll

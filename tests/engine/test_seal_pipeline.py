@@ -12,13 +12,13 @@ import pytest
 
 import s3stream
 from s3stream import Record
+from s3stream.format.walobject import WalChunkIndex
 from s3stream.objectstore.forwarding import ForwardingObjectStore
 from s3stream.objectstore.memory import MemoryObjectStore
 from s3stream.objectstore.protocol import ByteRange, ObjectMeta, ObjectStore
-from s3stream.readpath import ChunkCache, LogView, MemBatch, chunks_to_fetch
-from s3stream.uploader import Uploader
-from s3stream.walobject import WalChunkIndex
-from s3stream.walscan import ChunkRef
+from s3stream.read.tiers import ChunkCache, LogView, MemBatch, chunks_to_fetch
+from s3stream.read.walscan import ChunkRef
+from s3stream.write.uploader import Uploader
 
 from .helpers import CountingStore
 

@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 
 import s3stream
-from s3stream.errors import InvalidConfig, ObjectNotFound
-from s3stream.metrics import StoreMetrics
-from s3stream.readpath import LogView, MemBatch
-from s3stream.sealjob import SealJob
-from s3stream.sealworker import SealWorkers
-from s3stream.walobject import WalChunkIndex
-from s3stream.walscan import ChunkRef
+from s3stream.base.errors import InvalidConfig, ObjectNotFound
+from s3stream.format.walobject import WalChunkIndex
+from s3stream.read.tiers import LogView, MemBatch
+from s3stream.read.walscan import ChunkRef
+from s3stream.write.metrics import StoreMetrics
+from s3stream.write.sealjob import SealJob
+from s3stream.write.sealworker import SealWorkers
 
 from .helpers import open_mem, read_all, recs, values
 

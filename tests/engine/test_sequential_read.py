@@ -11,10 +11,10 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from s3stream.errors import OffsetOutOfRange
+from s3stream.base.errors import OffsetOutOfRange
+from s3stream.format.segment import FOOTER_FETCH_BYTES, SegmentReader, row_sizes
 from s3stream.objectstore.memory import MemoryObjectStore
 from s3stream.objectstore.protocol import ByteRange, ObjectStore
-from s3stream.segment import FOOTER_FETCH_BYTES, SegmentReader, row_sizes
 from s3stream.testing.forwarding import ForwardingObjectStore
 
 from .helpers import open_mem, recs

@@ -19,14 +19,14 @@ import pytest
 
 import s3stream
 from s3stream import IdSource, Record
-from s3stream.crashpoints import CrashPoints, SimulatedCrash
-from s3stream.errors import S3StreamError
+from s3stream.base.crashpoints import CrashPoints, SimulatedCrash
+from s3stream.base.errors import S3StreamError
+from s3stream.format.segment import format as seg_format
 from s3stream.manifest.model import SegmentRef
 from s3stream.objectstore.local import LocalObjectStore
 from s3stream.objectstore.protocol import ObjectStore
 from s3stream.objectstore.s3 import S3ObjectStore
 from s3stream.objectstore.url import open_object_store
-from s3stream.segment import format as seg_format
 from s3stream.testing import FaultRule, FaultyObjectStore, RecordingObjectStore
 
 from .helpers import T0, abandon, open_mem, read_all

@@ -21,7 +21,7 @@ import pytest
 
 import s3stream
 from s3stream import Record
-from s3stream.errors import CorruptData, LocalWalCorrupt, LocalWalFull, LocalWalUnavailable, S3StreamError
+from s3stream.base.errors import CorruptData, LocalWalCorrupt, LocalWalFull, LocalWalUnavailable, S3StreamError
 from wal import frame as wal_frame
 from wal import storage as wal_storage
 
@@ -284,7 +284,7 @@ def test_read_only_wal_root_at_first_write_is_typed(mem_url: str, tmp_path: Path
 def _cli(*args: str, input: str | None = None) -> Any:
     from typer.testing import CliRunner
 
-    from s3stream.cli import app
+    from s3stream.apps.cli import app
 
     return CliRunner().invoke(app, list(args), input=input)
 

@@ -8,7 +8,7 @@ from typing import Any
 import pyarrow as pa
 from hypothesis import strategies as st
 
-from s3stream.records import HEADER_TYPE, RECORD_SCHEMA
+from s3stream.base.records import HEADER_TYPE, RECORD_SCHEMA
 
 _binary = st.one_of(st.none(), st.binary(max_size=40))
 _headers = st.one_of(

@@ -1,4 +1,4 @@
-"""Row groups decoded from cached extents as native buffers (``s3stream.segment.buffered``): the same
+"""Row groups decoded from cached extents as native buffers (``s3stream.format.segment.buffered``): the same
 tables pyarrow reads from the whole file, never a byte outside the extents, and a refusal (None) when a
 group is not inside one extent."""
 
@@ -10,8 +10,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from s3stream.segment import buffered
-from s3stream.segment.buffered import chunk_bounds, decode_in_memory
+from s3stream.format.segment import buffered
+from s3stream.format.segment.buffered import chunk_bounds, decode_in_memory
 
 
 def _file(*, dictionary: bool) -> bytes:

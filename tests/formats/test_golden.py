@@ -19,9 +19,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from s3stream.segment import SegmentReader, encode_segment
-from s3stream.walentry import AppendEntry, RollEntry, decode_entry, encode_entry
-from s3stream.walobject import WalChunkInput, decode_chunk, encode_fence_object, encode_wal_object, read_wal_index
+from s3stream.format.segment import SegmentReader, encode_segment
+from s3stream.format.walentry import AppendEntry, RollEntry, decode_entry, encode_entry
+from s3stream.format.walobject import (
+    WalChunkInput,
+    decode_chunk,
+    encode_fence_object,
+    encode_wal_object,
+    read_wal_index,
+)
 
 from .strategies import make_batch
 

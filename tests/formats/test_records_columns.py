@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from s3stream import Record
-from s3stream.records import binary_column
+from s3stream.base.records import binary_column
 
 
 @given(st.lists(st.one_of(st.none(), st.binary(max_size=300)), max_size=60))

@@ -13,9 +13,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from s3stream.errors import CorruptData, InternalError, InvalidRequest
-from s3stream.records import RECORD_SCHEMA, batch_nbytes
-from s3stream.segment import SEGMENT_FORMAT_VERSION, SegmentReader, encode_segment, row_sizes
+from s3stream.base.errors import CorruptData, InternalError, InvalidRequest
+from s3stream.base.records import RECORD_SCHEMA, batch_nbytes
+from s3stream.format.segment import SEGMENT_FORMAT_VERSION, SegmentReader, encode_segment, row_sizes
 
 from .strategies import batches, simple_batch
 
@@ -226,7 +226,7 @@ def test_invalid_read_arguments() -> None:
 
 
 def test_unsupported_version_is_corrupt(monkeypatch: pytest.MonkeyPatch) -> None:
-    from s3stream.segment import format as fmt
+    from s3stream.format.segment import format as fmt
 
     monkeypatch.setattr(fmt, "SEGMENT_FORMAT_VERSION", 99)
     data, _ = encode_segment(simple_batch([1, 2]), base_offset=1, last_offset=2)

@@ -6,8 +6,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from s3stream.segment import SegmentReader, encode_segment
-from s3stream.segment.codec import INTEGER_COLUMNS, MIN_SAMPLE_BYTES, SAMPLE_BYTES, column_codecs
+from s3stream.format.segment import SegmentReader, encode_segment
+from s3stream.format.segment.codec import INTEGER_COLUMNS, MIN_SAMPLE_BYTES, SAMPLE_BYTES, column_codecs
 
 from .strategies import make_batch, simple_batch
 

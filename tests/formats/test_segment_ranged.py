@@ -8,9 +8,9 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from s3stream.errors import CorruptData, ObjectNotFound, TransientError
-from s3stream.records import HEADER_TYPE, RECORD_SCHEMA
-from s3stream.segment import FOOTER_FETCH_BYTES, RangedFile, SegmentReader, encode_segment
+from s3stream.base.errors import CorruptData, ObjectNotFound, TransientError
+from s3stream.base.records import HEADER_TYPE, RECORD_SCHEMA
+from s3stream.format.segment import FOOTER_FETCH_BYTES, RangedFile, SegmentReader, encode_segment
 
 from .strategies import simple_batch
 

@@ -13,8 +13,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from s3stream.errors import CorruptData, TransientError
-from s3stream.segment import FOOTER_FETCH_BYTES, RangedFile, SegmentReader, encode_segment, row_sizes
+from s3stream.base.errors import CorruptData, TransientError
+from s3stream.format.segment import FOOTER_FETCH_BYTES, RangedFile, SegmentReader, encode_segment, row_sizes
 
 from .test_segment_ranged import big_batch
 

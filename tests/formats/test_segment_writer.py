@@ -11,9 +11,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from s3stream.errors import InternalError
-from s3stream.segment import SegmentReader, SegmentSummary, SegmentWriter, encode_segment
-from s3stream.segment.format import verify_footer
+from s3stream.base.errors import InternalError
+from s3stream.format.segment import SegmentReader, SegmentSummary, SegmentWriter, encode_segment
+from s3stream.format.segment.format import verify_footer
 
 from .strategies import batches, simple_batch
 

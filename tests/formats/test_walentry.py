@@ -10,8 +10,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from s3stream.errors import CorruptData, InternalError
-from s3stream.walentry import WAL_ENTRY_VERSION, AppendEntry, RollEntry, decode_entry, encode_entry
+from s3stream.base.errors import CorruptData, InternalError
+from s3stream.format.walentry import WAL_ENTRY_VERSION, AppendEntry, RollEntry, decode_entry, encode_entry
 
 from .strategies import batches, simple_batch
 

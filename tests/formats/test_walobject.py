@@ -10,9 +10,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from s3stream.errors import CorruptData, InternalError
-from s3stream.records import batch_nbytes
-from s3stream.walobject import (
+from s3stream.base.errors import CorruptData, InternalError
+from s3stream.base.records import batch_nbytes
+from s3stream.format.walobject import (
     INDEX_SUFFIX_BYTES,
     WAL_OBJECT_VERSION,
     WalChunkInput,
@@ -229,7 +229,7 @@ def test_chunk_content_disagreeing_with_its_entry_is_corrupt(
 @pytest.mark.benchmark
 def test_throughput_8_mib_of_1_kib_records() -> None:
     """Encode + decode of one 8 MiB WAL object stays far above network speed (figures in docs/formats.md)."""
-    from s3stream.clock import SystemClock
+    from s3stream.base.clock import SystemClock
 
     from .test_segment_ranged import big_batch
 

@@ -14,9 +14,9 @@ from collections.abc import Callable, Iterator
 
 from hypothesis import strategies as st
 
-from s3stream import layout
-from s3stream.errors import PreconditionFailed, Throttled, TransientError
-from s3stream.ids import IdSource
+from s3stream.base import layout
+from s3stream.base.errors import PreconditionFailed, Throttled, TransientError
+from s3stream.base.ids import IdSource
 from s3stream.manifest.model import Epoch, Manifest, RemovedObject, SegmentRef, WalCursor
 from s3stream.objectstore.memory import MemoryObjectStore
 from s3stream.objectstore.protocol import ByteRange, ListEntry, ObjectMeta, ObjectStore

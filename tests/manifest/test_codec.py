@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from s3stream.errors import CorruptData
+from s3stream.base.errors import CorruptData
 from s3stream.manifest.codec import decode_manifest, encode_manifest
 from s3stream.manifest.model import Epoch, Manifest, RemovedObject, SegmentRef, WalCursor
 

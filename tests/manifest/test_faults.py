@@ -7,10 +7,10 @@ import threading
 
 import pytest
 
-from s3stream import layout
-from s3stream.clock import SystemClock
-from s3stream.errors import CommitTimeout
-from s3stream.ids import IdSource
+from s3stream.base import layout
+from s3stream.base.clock import SystemClock
+from s3stream.base.errors import CommitTimeout
+from s3stream.base.ids import IdSource
 from s3stream.manifest.versioned import ManifestStore
 from s3stream.objectstore.memory import MemoryObjectStore
 from s3stream.objectstore.protocol import ObjectStore

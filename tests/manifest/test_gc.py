@@ -6,11 +6,11 @@ import dataclasses
 
 import pytest
 
-from s3stream import layout
-from s3stream.clock import ManualClock
-from s3stream.crashpoints import CrashPoints, SimulatedCrash
-from s3stream.errors import InternalError
-from s3stream.ids import IdSource
+from s3stream.base import layout
+from s3stream.base.clock import ManualClock
+from s3stream.base.crashpoints import CrashPoints, SimulatedCrash
+from s3stream.base.errors import InternalError
+from s3stream.base.ids import IdSource
 from s3stream.manifest.gc import (
     GcReport,
     collect_log_garbage,

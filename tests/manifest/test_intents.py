@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from s3stream.errors import CommitConflict, InternalError
+from s3stream.base.errors import CommitConflict, InternalError
 from s3stream.manifest.intents import (
     Intent,
     add_segment,
@@ -133,7 +133,7 @@ def test_drop_segments_removes_a_prefix_and_records_removals() -> None:
 def test_drop_segments_moves_log_start_at_least_past_the_dropped_range() -> None:
     m = manifest_with((0, 9), (10, 19), log_start=0)
     out = drop_segments([m.segments[0].key], now_ms=0, new_log_start=0)(m)
-    assert out is not None and out.log_start_offset == 10  # Kafka R4: next segment's base
+    assert out is not None and out.log_start_offset == 10  # RET-4: Kafka's next segment base
 
 
 def test_drop_segments_conflicts() -> None:

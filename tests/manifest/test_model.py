@@ -7,7 +7,7 @@ import pickle
 
 import pytest
 
-from s3stream.errors import CorruptData
+from s3stream.base.errors import CorruptData
 from s3stream.manifest.model import Epoch, FrozenMap, Manifest, RemovedObject, WalCursor, check_invariants
 
 from .helpers import PARTITION, TOPIC, TOPIC_ID, manifest_with, seg
@@ -23,7 +23,7 @@ def test_empty_manifest_is_seq_zero_and_valid() -> None:
 def test_segment_properties() -> None:
     s = seg(10, 19, max_ts=-1, created_ms=555)
     assert s.end_offset == 20
-    assert s.largest_timestamp == 555  # S5: no record timestamps -> the mtime
+    assert s.largest_timestamp == 555  # ROLL-5: no record timestamps -> the mtime
     assert dataclasses.replace(s, max_timestamp=42).largest_timestamp == 42
 
 

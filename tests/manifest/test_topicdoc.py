@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from s3stream import layout
-from s3stream.clock import ManualClock
-from s3stream.errors import CorruptData, InternalError
-from s3stream.ids import IdSource
+from s3stream.base import layout
+from s3stream.base.clock import ManualClock
+from s3stream.base.errors import CorruptData, InternalError
+from s3stream.base.ids import IdSource
 from s3stream.manifest.topicdoc import TopicDoc, decode_topic_doc, encode_topic_doc, topic_store
 from s3stream.objectstore.memory import MemoryObjectStore
 

@@ -9,11 +9,11 @@ import time
 
 import pytest
 
-from s3stream import layout
-from s3stream.clock import ManualClock, SystemClock
-from s3stream.crashpoints import CrashPoints, SimulatedCrash
-from s3stream.errors import CommitConflict, CommitTimeout, CorruptData, Fenced, InternalError
-from s3stream.ids import IdSource, ulid_time_ms
+from s3stream.base import layout
+from s3stream.base.clock import ManualClock, SystemClock
+from s3stream.base.crashpoints import CrashPoints, SimulatedCrash
+from s3stream.base.errors import CommitConflict, CommitTimeout, CorruptData, Fenced, InternalError
+from s3stream.base.ids import IdSource, ulid_time_ms
 from s3stream.manifest.codec import encode_manifest
 from s3stream.manifest.intents import Intent, add_segment, advance_log_start, claim_cleaner, claim_writer
 from s3stream.manifest.model import Epoch, Manifest

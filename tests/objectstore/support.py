@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from s3stream.clock import ManualClock
+from s3stream.base.clock import ManualClock
 
 
 class SleepLog(ManualClock):

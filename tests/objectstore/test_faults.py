@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from s3stream.errors import ObjectNotFound, PreconditionFailed, Throttled, TransientError
-from s3stream.ids import IdSource
+from s3stream.base.errors import ObjectNotFound, PreconditionFailed, Throttled, TransientError
+from s3stream.base.ids import IdSource
 from s3stream.objectstore.memory import MemoryObjectStore
 from s3stream.testing import FaultRule, FaultyObjectStore
 

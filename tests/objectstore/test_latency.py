@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from s3stream.errors import InvalidRequest
-from s3stream.ids import IdSource
+from s3stream.base.errors import InvalidRequest
+from s3stream.base.ids import IdSource
 from s3stream.objectstore.memory import MemoryObjectStore
 from s3stream.testing import LATENCY_PROFILES, LatencyDist, LatencyObjectStore
 

@@ -7,15 +7,15 @@ from collections.abc import Iterator
 import pytest
 from prometheus_client import CollectorRegistry, Counter
 
-from s3stream.errors import ObjectNotFound, PreconditionFailed, Throttled, TransientError
-from s3stream.ids import IdSource
-from s3stream.metrics import StoreMetrics
+from s3stream.base.errors import ObjectNotFound, PreconditionFailed, Throttled, TransientError
+from s3stream.base.ids import IdSource
 from s3stream.objectstore.forwarding import ForwardingObjectStore
 from s3stream.objectstore.memory import MemoryObjectStore
 from s3stream.objectstore.metered import OPS, MeteredObjectStore, error_kind
 from s3stream.objectstore.protocol import ByteRange, ObjectStore
 from s3stream.testing import FaultRule, FaultyObjectStore
 from s3stream.testing.contract import ObjectStoreContract
+from s3stream.write.metrics import StoreMetrics
 
 
 class _Meter:

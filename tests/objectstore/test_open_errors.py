@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 
 import s3stream
-from s3stream.errors import InvalidRequest, StoreAccessError, UnsafeStore
-from s3stream.ids import IdSource
+from s3stream.apps.servers import free_ports
+from s3stream.base.errors import InvalidRequest, StoreAccessError, UnsafeStore
+from s3stream.base.ids import IdSource
 from s3stream.objectstore.probe import probe_conditional_writes
 from s3stream.objectstore.s3 import S3ObjectStore
 from s3stream.objectstore.url import open_object_store, parse_store_url
-from s3stream.testing.servers import free_ports
 
 from .support import SleepLog
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from s3stream.errors import PreconditionFailed, UnsafeStore
-from s3stream.ids import IdSource
+from s3stream.base.errors import PreconditionFailed, UnsafeStore
+from s3stream.base.ids import IdSource
 from s3stream.objectstore.local import LocalObjectStore
 from s3stream.objectstore.memory import MemoryObjectStore
 from s3stream.objectstore.probe import ProbeResult, probe_conditional_writes, require_safe

@@ -6,7 +6,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from s3stream.errors import ObjectNotFound
+from s3stream.base.errors import ObjectNotFound
 from s3stream.objectstore.memory import MemoryObjectStore
 from s3stream.objectstore.protocol import ByteRange
 from s3stream.testing import RecordingObjectStore

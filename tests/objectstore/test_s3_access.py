@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from s3stream.errors import StoreAccessError
-from s3stream.ids import IdSource
+from s3stream.apps.servers import free_ports
+from s3stream.base.errors import StoreAccessError
+from s3stream.base.ids import IdSource
 from s3stream.objectstore.s3 import S3ObjectStore
-from s3stream.testing.servers import free_ports
 
 from .support import SleepLog
 

@@ -16,8 +16,8 @@ import pyarrow as pa
 import pytest
 from botocore.response import StreamingBody
 
-from s3stream.errors import TransientError
-from s3stream.ids import IdSource
+from s3stream.base.errors import TransientError
+from s3stream.base.ids import IdSource
 from s3stream.objectstore.protocol import ByteRange
 from s3stream.objectstore.s3 import S3ObjectStore
 from s3stream.objectstore.s3body import read_body_pooled

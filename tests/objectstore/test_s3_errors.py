@@ -12,7 +12,7 @@ import pytest
 from botocore.response import StreamingBody
 from botocore.stub import Stubber
 
-from s3stream.errors import (
+from s3stream.base.errors import (
     CorruptData,
     InvalidRequest,
     ObjectNotFound,
@@ -22,7 +22,7 @@ from s3stream.errors import (
     Throttled,
     TransientError,
 )
-from s3stream.ids import IdSource
+from s3stream.base.ids import IdSource
 from s3stream.objectstore.protocol import ByteRange
 from s3stream.objectstore.s3 import S3ObjectStore, map_botocore_error
 

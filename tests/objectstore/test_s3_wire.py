@@ -13,8 +13,8 @@ from typing import ClassVar
 
 import pytest
 
-from s3stream.errors import TransientError
-from s3stream.ids import IdSource
+from s3stream.base.errors import TransientError
+from s3stream.base.ids import IdSource
 from s3stream.objectstore.s3 import S3ObjectStore
 
 from .support import SleepLog

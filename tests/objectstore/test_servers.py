@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from s3stream.testing import servers
+from s3stream.apps import servers
 
 
 def _refuses(endpoint: str) -> bool:

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry, Counter
 
-from s3stream.errors import InvalidRequest, ObjectNotFound, TransientError
-from s3stream.ids import IdSource
+from s3stream.base.errors import InvalidRequest, ObjectNotFound, TransientError
+from s3stream.base.ids import IdSource
 from s3stream.objectstore.directwrite import STAGING_BYTES
 from s3stream.objectstore.local import LOCAL_SYNC_BYTES, LocalObjectStore
 from s3stream.objectstore.memory import MemoryObjectStore, _MemoryUpload

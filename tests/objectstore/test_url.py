@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from s3stream.errors import InvalidRequest
+from s3stream.base.errors import InvalidRequest
 from s3stream.objectstore.local import LocalObjectStore
 from s3stream.objectstore.memory import MemoryObjectStore
 from s3stream.objectstore.prefixed import PrefixedObjectStore

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from s3stream.retention import RetentionPlan, SegmentSnapshot, plan_retention
+from s3stream.policy.retention import RetentionPlan, SegmentSnapshot, plan_retention
 
 NOW = 1_700_000_000_000
 DELETE = frozenset({"delete"})

@@ -1,4 +1,4 @@
-"""Crashes between retention's steps (crash points of s3stream/crashpoints.py), then a restart.
+"""Crashes between retention's steps (crash points of s3stream/base/crashpoints.py), then a restart.
 
 The order is: [roll's seal commit] -> retention's manifest commit -> (file.delete.delay.ms) -> GC's
 DELETEs -> GC's forget commit. A crash at any step leaves the bucket consistent: what the committed
@@ -20,7 +20,7 @@ import pytest
 
 import s3stream
 from s3stream import ManualClock, OffsetOutOfRange
-from s3stream.crashpoints import CrashPoints, SimulatedCrash
+from s3stream.base.crashpoints import CrashPoints, SimulatedCrash
 from s3stream.objectstore.memory import MemoryObjectStore
 
 from .store_kit import DAY, T0, HookedStore, exists, offsets, open_at, shape
@@ -136,7 +136,7 @@ def test_crash_before_the_retention_commit_changes_nothing(bucket: _Bucket) -> N
 
 
 def test_crash_after_the_roll_before_the_retention_commit(bucket: _Bucket, clock: ManualClock) -> None:
-    """R4's roll is a seal: a crash after it loses nothing; the restarted pass deletes everything."""
+    """RET-4's roll is a seal: a crash after it loses nothing; the restarted pass deletes everything."""
     store, cp = bucket.start()
     log, _keys = _expired_log(store)
     clock.set(T0 + DAY + 1)  # the active segment expired too: the pass must roll first

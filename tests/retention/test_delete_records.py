@@ -1,8 +1,8 @@
-"""DeleteRecords (rule R8): ``PartitionLog.delete_records(before_offset)`` and what retention does next.
+"""DeleteRecords (rule RET-8): ``PartitionLog.delete_records(before_offset)`` and what retention does next.
 
 The log start moves at once (reads below it fail immediately, before any object is deleted), never
 backwards and never past the log end; -1 means the log end; compact-only topics refuse it with
-PolicyViolation; the next retention pass drops the segments wholly below the new start (R5).
+PolicyViolation; the next retention pass drops the segments wholly below the new start (RET-5).
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ def test_minus_one_means_the_log_end(store: s3stream.Store) -> None:
     with pytest.raises(OffsetOutOfRange):
         log.read(14)
     store.run_retention()
-    # R5: both sealed segments are wholly below; the active one holds no readable record but stays
+    # RET-5: both sealed segments are wholly below; the active one holds no readable record but stays
     assert ranges(log) == [(10, 14, False)]
     log.append([s3stream.Record(b"k", b"after", T0)])
     assert [(r.offset, r.value) for r in log.read(15)] == [(15, b"after")]
@@ -79,7 +79,7 @@ def test_works_inside_the_unsealed_active_segment(store: s3stream.Store) -> None
 
 @pytest.mark.parametrize("policy", ["compact", ""])
 def test_rejected_on_topics_whose_policy_lacks_delete(store: s3stream.Store, policy: str) -> None:
-    """R8: DeleteRecords on a topic without ``delete`` fails with POLICY_VIOLATION."""
+    """RET-8: DeleteRecords on a topic without ``delete`` fails with POLICY_VIOLATION."""
     store.create_topic("t", config={"cleanup.policy": policy})
     log = store.partition("t", 0)
     log.append([s3stream.Record(b"k", b"v", T0)])
@@ -106,8 +106,8 @@ def test_policy_change_to_compact_refuses_further_delete_records(store: s3stream
     assert log.delete_records(4) == 4
 
 
-def test_t63_delete_records_then_time_deletion_in_the_same_pass(store: s3stream.Store, clock: ManualClock) -> None:
-    """T63 (KAFKA-12177): a future-stamped head segment below the new log start goes first (R5), which
+def test_kt63_delete_records_then_time_deletion_in_the_same_pass(store: s3stream.Store, clock: ManualClock) -> None:
+    """KT-63 (KAFKA-12177): a future-stamped head segment below the new log start goes first (RET-5), which
     unblocks time retention of the next, expired segment in the same pass: one pass, one commit."""
     store.create_topic("t", config={"retention.ms": DAY})
     log = store.partition("t", 0)

@@ -1,10 +1,10 @@
-"""Hypothesis properties of the pure planner over arbitrary logs, configs and clocks (rules R1-R9).
+"""Hypothesis properties of the pure planner over arbitrary logs, configs and clocks (rules RET-1..9).
 
-* deletions are always a prefix of whole segments (R3, R9), labelled in R1 order;
-* the size step never leaves less than retention.bytes when the log held at least that much (R6);
-* the log start never moves backwards and never passes the log end (R4, R8);
-* a roll is requested exactly when the active segment is deleted (R4);
-* planning again on the result deletes nothing (idempotence, KAFKA-12177 / T63).
+* deletions are always a prefix of whole segments (RET-3, RET-9), labelled in RET-1 order;
+* the size step never leaves less than retention.bytes when the log held at least that much (RET-6);
+* the log start never moves backwards and never passes the log end (RET-4, RET-8);
+* a roll is requested exactly when the active segment is deleted (RET-4);
+* planning again on the result deletes nothing (idempotence, KAFKA-12177 / KT-63).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from s3stream.retention import RetentionPlan, SegmentSnapshot, plan_retention
+from s3stream.policy.retention import RetentionPlan, SegmentSnapshot, plan_retention
 
 from .planner_kit import NOW, build
 
@@ -58,7 +58,7 @@ def test_plan_invariants(case: tuple[list[SegmentSnapshot], int, dict[str, objec
 
 
 def _check_prefix_in_rule_order(p: RetentionPlan, segs: list[SegmentSnapshot], cfg: dict[str, object]) -> None:
-    """R3/R9: a prefix of whole segments; R1: log start, then size, then time; compact: R5 only."""
+    """RET-3/RET-9: a prefix of whole segments; RET-1: log start, then size, then time; compact: RET-5 only."""
     assert [d.segment for d in p.deletions] == segs[:len(p.deletions)]
     ranks = [_ORDER[d.reason] for d in p.deletions]
     assert ranks == sorted(ranks)
@@ -67,7 +67,7 @@ def _check_prefix_in_rule_order(p: RetentionPlan, segs: list[SegmentSnapshot], c
 
 
 def _check_log_start(p: RetentionPlan, segs: list[SegmentSnapshot], lso: int) -> None:
-    """R4/R8: never backwards, never past the log end, past every deleted offset."""
+    """RET-4/RET-8: never backwards, never past the log end, past every deleted offset."""
     assert lso <= p.new_log_start_offset <= segs[-1].end_offset
     if p.deletions:
         assert p.new_log_start_offset >= p.deletions[-1].segment.end_offset
@@ -76,7 +76,7 @@ def _check_log_start(p: RetentionPlan, segs: list[SegmentSnapshot], lso: int) ->
 
 
 def _check_size_step(p: RetentionPlan, segs: list[SegmentSnapshot], cfg: dict[str, object]) -> None:
-    """R6: what the size step leaves is >= retention.bytes whenever the log it saw held that much."""
+    """RET-6: what the size step leaves is >= retention.bytes whenever the log it saw held that much."""
     limit = cfg["retention_bytes"]
     assert isinstance(limit, int)
     by_lso = {d.segment for d in p.deletions if d.reason == "log_start_offset"}
@@ -87,12 +87,12 @@ def _check_size_step(p: RetentionPlan, segs: list[SegmentSnapshot], cfg: dict[st
 
 
 def _check_roll_first(p: RetentionPlan, segs: list[SegmentSnapshot]) -> None:
-    """R4: a roll is requested exactly when the (non-empty) active segment goes, as the last of all."""
+    """RET-4: a roll is requested exactly when the (non-empty) active segment goes, as the last of all."""
     active_deleted = any(d.segment.key is None for d in p.deletions)
     assert p.roll_first == active_deleted
     if active_deleted:
         assert len(p.deletions) == len(segs)
-        assert segs[-1].record_count > 0  # R3(c): an empty last segment is never deleted
+        assert segs[-1].record_count > 0  # RET-3(c): an empty last segment is never deleted
         assert p.new_log_start_offset == segs[-1].end_offset
 
 
@@ -100,7 +100,7 @@ def _check_roll_first(p: RetentionPlan, segs: list[SegmentSnapshot]) -> None:
 @given(logs())
 def test_size_only_retention_keeps_at_least_retention_bytes(
         case: tuple[list[SegmentSnapshot], int, dict[str, object]]) -> None:
-    """R6 alone (no time limit, log start at 0): the retained log is >= retention.bytes if it was."""
+    """RET-6 alone (no time limit, log start at 0): the retained log is >= retention.bytes if it was."""
     segs, _lso, cfg = case
     cfg = {**cfg, "retention_ms": -1, "policy": frozenset({"delete"})}
     p = _plan(segs, 0, cfg)
@@ -119,7 +119,7 @@ def test_planning_again_on_the_result_deletes_nothing(
     segs, lso, cfg = case
     p = _plan(segs, lso, cfg)
     rest = segs[len(p.deletions):]
-    if p.roll_first or not rest:  # R4: the roll left a new, empty active segment at the log end
+    if p.roll_first or not rest:  # RET-4: the roll left a new, empty active segment at the log end
         end = segs[-1].end_offset
         rest = [SegmentSnapshot(end, end, 0, NOW, 0, None)]
     again = _plan(rest, p.new_log_start_offset, cfg)

@@ -1,4 +1,4 @@
-"""cleanup.policy and live config changes (rule R1): which checks run, and when changes take effect.
+"""cleanup.policy and live config changes (rule RET-1): which checks run, and when changes take effect.
 
 ``delete`` runs all three checks (log start, size, time); ``compact`` alone runs only the log-start
 check; ``compact,delete`` runs all three; an empty policy (KAFKA-19112) keeps everything but still
@@ -46,17 +46,17 @@ def test_compact_runs_only_the_log_start_check(store: s3stream.Store) -> None:
 def test_compact_delete_runs_all_three_checks(store: s3stream.Store) -> None:
     log = _expired_log(store, "compact,delete", **{"retention.bytes": 4 * REC_BYTES, "retention.ms": 20 * DAY})
     log.delete_records(1)
-    report = store.run_retention()  # R5 keeps [0..1] (holds offset 1); R6 drops it: 6 - 2 >= 4
+    report = store.run_retention()  # RET-5 keeps [0..1] (holds offset 1); RET-6 drops it: 6 - 2 >= 4
     assert report.by_reason == {"retention_bytes": [1, 2 * REC_BYTES]}
     store.alter_topic_config("t", {"retention.ms": DAY})
     log.delete_records(4)
-    report = store.run_retention()  # R5 drops [2..3]; R7 drops the rest (active rolled first)
+    report = store.run_retention()  # RET-5 drops [2..3]; RET-7 drops the rest (active rolled first)
     assert set(report.by_reason) == {"log_start_offset", "retention_ms"}
     assert log.log_start_offset == log.log_end_offset == 6
 
 
-def test_t61_compact_only_topic_deletes_segments_below_the_log_start(store: s3stream.Store) -> None:
-    """T61 (shouldDeleteStartOffsetBreachedSegmentsWhenPolicyDoesNotIncludeDelete, KAFKA-7400).
+def test_kt61_compact_only_topic_deletes_segments_below_the_log_start(store: s3stream.Store) -> None:
+    """KT-61 (shouldDeleteStartOffsetBreachedSegmentsWhenPolicyDoesNotIncludeDelete, KAFKA-7400).
 
     Kafka moves the log start directly; here DeleteRecords moves it while the topic still allows it,
     then the policy becomes compact-only: retention must still drop what is wholly below it.

@@ -1,5 +1,5 @@
-"""Rules R1-R9 (kafka-cleanup-rules.md §2) end to end: a real store, a ManualClock, explicit record
-timestamps and ``roll()`` to shape segments; Kafka's UnifiedLogTest scenarios T55/T56/T62 ported.
+"""Rules RET-1..9 (docs/design/kafka-rules.md) end to end: a real store, a ManualClock, explicit record
+timestamps and ``roll()`` to shape segments; Kafka's UnifiedLogTest scenarios KT-55/KT-56/KT-62 ported.
 """
 
 from __future__ import annotations
@@ -24,18 +24,18 @@ def _fifteen_in_three(store: s3stream.Store, config: dict[str, object]) -> s3str
     return log
 
 
-# -- R5 / T62 ----------------------------------------------------------------------------------------
+# -- RET-5 / KT-62 -----------------------------------------------------------------------------------
 
 
-def test_r5_t62_delete_records_then_retention_deletes_whole_segments_below(store: s3stream.Store) -> None:
-    """T62 (UnifiedLogTest.shouldDeleteStartOffsetBreachedSegments / testLogDeletionAfterDeleteRecords)."""
+def test_ret5_kt62_delete_records_then_retention_deletes_whole_segments_below(store: s3stream.Store) -> None:
+    """KT-62 (UnifiedLogTest.shouldDeleteStartOffsetBreachedSegments / testLogDeletionAfterDeleteRecords)."""
     log = _fifteen_in_three(store, {})
     for target, expected_segments in ((1, 3), (6, 2), (15, 1)):
         assert log.delete_records(target) == target
         store.run_retention()
         assert len(log.segments()) == expected_segments
         assert log.log_start_offset == target
-        assert log.log_end_offset == 15  # R4: deletion never moves the log end
+        assert log.log_end_offset == 15  # RET-4: deletion never moves the log end
     # the segment containing the log start (the active [10..14]) stays, though wholly unreadable
     assert ranges(log) == [(10, 14, False)]
     with pytest.raises(OffsetOutOfRange):
@@ -43,11 +43,11 @@ def test_r5_t62_delete_records_then_retention_deletes_whole_segments_below(store
     assert log.read(15) == []
 
 
-# -- R6 / T55 / T56 ----------------------------------------------------------------------------------
+# -- RET-6 / KT-55 / KT-56 ---------------------------------------------------------------------------
 
 
-def test_r6_t55_size_retention_deletes_the_oldest_segment(store: s3stream.Store) -> None:
-    """T55 (shouldDeleteSizeBasedSegments): retention.bytes of 10 records leaves 2 of 3 segments."""
+def test_ret6_kt55_size_retention_deletes_the_oldest_segment(store: s3stream.Store) -> None:
+    """KT-55 (shouldDeleteSizeBasedSegments): retention.bytes of 10 records leaves 2 of 3 segments."""
     log = _fifteen_in_three(store, {"retention.bytes": 10 * REC_BYTES})
     report = store.run_retention()
     assert ranges(log) == [(5, 9, True), (10, 14, False)]
@@ -57,24 +57,24 @@ def test_r6_t55_size_retention_deletes_the_oldest_segment(store: s3stream.Store)
     assert offsets(log) == list(range(5, 15))
 
 
-def test_r6_t56_size_exactly_at_the_threshold_deletes_nothing(store: s3stream.Store) -> None:
-    """T56 (shouldNotDeleteSizeBasedSegmentsWhenUnderThreshold): size == retention.bytes keeps all."""
+def test_ret6_kt56_size_exactly_at_the_threshold_deletes_nothing(store: s3stream.Store) -> None:
+    """KT-56 (shouldNotDeleteSizeBasedSegmentsWhenUnderThreshold): size == retention.bytes keeps all."""
     log = _fifteen_in_three(store, {"retention.bytes": 15 * REC_BYTES})
     report = store.run_retention()
     assert len(log.segments()) == 3 and log.log_start_offset == 0
     assert report.partitions_changed == 0 and report.segments_deleted == 0
 
 
-def test_r6_retention_bytes_is_a_lower_bound(store: s3stream.Store) -> None:
-    """R6 / KAFKA-8534: 15 records held, 9 allowed: only one segment goes, 10 records stay (>= 9)."""
+def test_ret6_retention_bytes_is_a_lower_bound(store: s3stream.Store) -> None:
+    """RET-6 / KAFKA-8534: 15 records held, 9 allowed: only one segment goes, 10 records stay (>= 9)."""
     log = _fifteen_in_three(store, {"retention.bytes": 9 * REC_BYTES})
     store.run_retention()
     assert sum(s.size_bytes for s in log.segments()) == 10 * REC_BYTES
     assert log.log_start_offset == 5
 
 
-def test_r6_the_active_segment_counts_and_can_go(store: s3stream.Store) -> None:
-    """R6 sums every segment, the active one included; retention.bytes=0 empties the log (after a roll)."""
+def test_ret6_the_active_segment_counts_and_can_go(store: s3stream.Store) -> None:
+    """RET-6 sums every segment, the active one included; retention.bytes=0 empties the log (after a roll)."""
     log = _fifteen_in_three(store, {"retention.bytes": 0})
     store.run_retention()
     assert log.log_start_offset == log.log_end_offset == 15
@@ -82,10 +82,10 @@ def test_r6_the_active_segment_counts_and_can_go(store: s3stream.Store) -> None:
     assert log.manifest().segments == ()
 
 
-# -- R7 ----------------------------------------------------------------------------------------------
+# -- RET-7 -------------------------------------------------------------------------------------------
 
 
-def test_r7_time_retention_is_strict_and_per_segment(store: s3stream.Store, clock: ManualClock) -> None:
+def test_ret7_time_retention_is_strict_and_per_segment(store: s3stream.Store, clock: ManualClock) -> None:
     store.create_topic("t", config={"retention.ms": HOUR})
     log = store.partition("t", 0)
     shape(log, [[T0], [T0 + 10], [T0 + 20]])
@@ -99,9 +99,9 @@ def test_r7_time_retention_is_strict_and_per_segment(store: s3stream.Store, cloc
     assert log.log_start_offset == 2 and ranges(log) == [(2, 2, False)]
 
 
-def test_r7_old_records_stay_while_their_segment_holds_a_younger_one(
+def test_ret7_old_records_stay_while_their_segment_holds_a_younger_one(
         store: s3stream.Store, clock: ManualClock) -> None:
-    """R7 uses the segment's largest timestamp: two records two days old survive a one-day retention."""
+    """RET-7 uses the segment's largest timestamp: two records two days old survive a one-day retention."""
     store.create_topic("t", config={"retention.ms": DAY})
     log = store.partition("t", 0)
     shape(log, [[T0 - 2 * DAY, T0 - 2 * DAY, T0], [T0]])
@@ -110,8 +110,8 @@ def test_r7_old_records_stay_while_their_segment_holds_a_younger_one(
     assert [r.timestamp for r in log.read(0)] == [T0 - 2 * DAY, T0 - 2 * DAY, T0, T0]
 
 
-def test_r7_uses_record_timestamps_not_upload_time(store: s3stream.Store, clock: ManualClock) -> None:
-    """R7/S5: freshly uploaded old records go at once; old objects holding young records stay."""
+def test_ret7_uses_record_timestamps_not_upload_time(store: s3stream.Store, clock: ManualClock) -> None:
+    """RET-7/ROLL-5: freshly uploaded old records go at once; old objects holding young records stay."""
     store.create_topic("old", config={"retention.ms": DAY})
     old = store.partition("old", 0)
     shape(old, [[T0 - 2 * DAY], [T0]])            # uploaded now, records two days old
@@ -128,7 +128,7 @@ def test_r7_uses_record_timestamps_not_upload_time(store: s3stream.Store, clock:
     assert young.log_start_offset == 1
 
 
-def test_r7_a_future_timestamp_blocks_every_later_segment(store: s3stream.Store, clock: ManualClock) -> None:
+def test_ret7_a_future_timestamp_blocks_every_later_segment(store: s3stream.Store, clock: ManualClock) -> None:
     store.create_topic("t", config={"retention.ms": DAY})
     log = store.partition("t", 0)
     shape(log, [[T0 - 3 * DAY], [T0 + 2 * DAY], [T0 - 3 * DAY], [T0 - 3 * DAY], [T0]])
@@ -140,8 +140,8 @@ def test_r7_a_future_timestamp_blocks_every_later_segment(store: s3stream.Store,
     assert log.log_start_offset == log.log_end_offset == 5
 
 
-def test_r7_r4_the_active_segment_is_deleted_after_a_roll(store: s3stream.Store, clock: ManualClock) -> None:
-    """R3+R4: when every segment is expired the active one is rolled first, then all are deleted;
+def test_ret7_ret4_the_active_segment_is_deleted_after_a_roll(store: s3stream.Store, clock: ManualClock) -> None:
+    """RET-3+RET-4: when every segment is expired the active one is rolled first, then all are deleted;
     the log keeps a new empty active segment at the unchanged log end, and appends continue there."""
     store.create_topic("t", config={"retention.ms": DAY})
     log = store.partition("t", 0)
@@ -160,7 +160,7 @@ def test_r7_r4_the_active_segment_is_deleted_after_a_roll(store: s3stream.Store,
     assert log.read(3) == []
     log.append([s3stream.Record(b"k", b"new", clock.now_ms())])
     assert [(r.offset, r.value) for r in log.read(3)] == [(3, b"new")]
-    # R3(c): the new active segment is young (and even an empty one is never deleted): a no-op pass
+    # RET-3(c): the new active segment is young (and even an empty one is never deleted): a no-op pass
     assert store.run_retention().partitions_changed == 0
 
 
@@ -177,10 +177,10 @@ def test_r3c_an_emptied_log_stays_empty_and_passes_are_no_ops(store: s3stream.St
     assert ranges(log) == [(2, 1, False)]
 
 
-# -- R8 / R9 -----------------------------------------------------------------------------------------
+# -- RET-8 / RET-9 -----------------------------------------------------------------------------------
 
 
-def test_r8_reads_below_the_new_log_start_fail_before_the_objects_are_deleted(
+def test_ret8_reads_below_the_new_log_start_fail_before_the_objects_are_deleted(
         store: s3stream.Store, clock: ManualClock) -> None:
     store.create_topic("t", config={"retention.ms": DAY})
     log = store.partition("t", 0)
@@ -195,8 +195,8 @@ def test_r8_reads_below_the_new_log_start_fail_before_the_objects_are_deleted(
     assert offsets(log) == [4]
 
 
-def test_r9_log_start_inside_a_segment_keeps_the_segment(store: s3stream.Store) -> None:
-    """R9: only whole segments go; offsets 5 and 6 stay stored in [5..9] but are unreadable."""
+def test_ret9_log_start_inside_a_segment_keeps_the_segment(store: s3stream.Store) -> None:
+    """RET-9: only whole segments go; offsets 5 and 6 stay stored in [5..9] but are unreadable."""
     log = _fifteen_in_three(store, {})
     log.delete_records(7)
     store.run_retention()
@@ -208,12 +208,12 @@ def test_r9_log_start_inside_a_segment_keeps_the_segment(store: s3stream.Store) 
     assert offsets(log) == list(range(7, 15))
 
 
-# -- R2: who runs retention ----------------------------------------------------------------------------
+# -- RET-2: who runs retention -------------------------------------------------------------------------
 
 
-def test_r2_without_the_cleaner_compacted_topics_get_no_retention(
+def test_ret2_without_the_cleaner_compacted_topics_get_no_retention(
         mem_url: str, tmp_path: Path, clock: ManualClock) -> None:
-    """§0 log.cleaner.enable=false: LogManager runs retention only on non-compacted logs."""
+    """CFG-2 log.cleaner.enable=false: LogManager runs retention only on non-compacted logs."""
     with open_at(mem_url, tmp_path / "wal", clock, log_cleaner_enable=False) as store:
         for name, policy in (("d", "delete"), ("cd", "compact,delete")):
             store.create_topic(name, config={"cleanup.policy": policy, "retention.ms": DAY})
@@ -224,7 +224,7 @@ def test_r2_without_the_cleaner_compacted_topics_get_no_retention(
         assert store.partition("cd", 0).log_start_offset == 0
 
 
-def test_r2_retention_covers_every_partition_of_every_topic(store: s3stream.Store, clock: ManualClock) -> None:
+def test_ret2_retention_covers_every_partition_of_every_topic(store: s3stream.Store, clock: ManualClock) -> None:
     store.create_topic("a", partitions=3, config={"retention.ms": DAY})
     store.create_topic("b", partitions=2, config={"retention.ms": DAY})
     for name, n in (("a", 3), ("b", 2)):

@@ -1,7 +1,7 @@
 """The retention task (``Store.run_retention()``): one pass over every partition, its commits, its report.
 
 One manifest commit per changed partition per pass (all three checks land in that one commit), none
-for an unchanged partition. When the active segment itself must go, R4's roll adds the seal's own
+for an unchanged partition. When the active segment itself must go, RET-4's roll adds the seal's own
 commit before it. A process that does not write a partition never rolls (that would fence the writer):
 it deletes only sealed segments and leaves the active one to the writer's own pass.
 """
@@ -42,7 +42,7 @@ def test_one_manifest_commit_per_changed_partition(hooked: tuple[s3stream.Store,
     store.create_topic("t", partitions=4, config={"retention.ms": DAY, "retention.bytes": 4 * REC_BYTES})
     for p in range(4):
         log = store.partition("t", p)
-        if p < 2:  # R5 + R6 + R7 all have something to delete, the active segment does not expire
+        if p < 2:  # RET-5 + RET-6 + RET-7 all have something to delete, the active segment does not expire
             shape(log, [[T0 - 2 * DAY], [T0 - 2 * DAY] * 2, [T0 - 2 * DAY] * 2, [T0] * 2])
             log.delete_records(1)
         else:      # nothing to delete
@@ -62,7 +62,7 @@ def test_one_manifest_commit_per_changed_partition(hooked: tuple[s3stream.Store,
 
 def test_deleting_the_active_segment_adds_the_seal_commit_of_its_roll(
         hooked: tuple[s3stream.Store, HookedStore], clock: ManualClock) -> None:
-    """R4: the roll is a seal (its own commit: add_segment), then one retention commit drops everything."""
+    """RET-4: the roll is a seal (its own commit: add_segment), then one retention commit drops everything."""
     store, objstore = hooked
     store.create_topic("t", config={"retention.ms": DAY})
     log = store.partition("t", 0)

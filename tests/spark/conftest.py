@@ -1,6 +1,6 @@
 """Fixtures of the Spark tier: ONE local[2] SparkSession for the whole session, and stores on disk.
 
-The session is built by :func:`s3stream.spark.session.local_session` (the factory users get). It starts
+The session is built by :func:`s3stream.apps.spark.session.local_session` (the factory users get). It starts
 after the local S3 servers' credentials are in the environment, because Spark's Python workers inherit
 the JVM's environment from when it started. The tier is skipped, with the reason, only when pyspark or
 Java is missing. ``memory://`` stores cannot be used with Spark (executors are other processes), so the
@@ -26,7 +26,7 @@ def spark(s3_test_credentials: None) -> Iterator[Any]:
     pytest.importorskip("pyspark", reason="pyspark is not installed (pip install 's3stream[spark]')")
     if shutil.which("java") is None:
         pytest.skip("Java is not installed: the Spark tier needs a JVM (Java 17)")
-    from s3stream.spark.session import local_session
+    from s3stream.apps.spark.session import local_session
 
     session = local_session("s3stream-tests", master="local[2]",
                             conf={"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2"},

@@ -14,8 +14,8 @@ from typer.testing import CliRunner
 
 import s3stream
 from s3stream import Record
-from s3stream.spark.jobs import compact
-from s3stream.spark.snapshot import LogReader
+from s3stream.apps.spark.jobs import compact
+from s3stream.apps.spark.snapshot import LogReader
 
 from .kit import T0, expected, fill, open_at
 
@@ -105,7 +105,7 @@ def test_spark_compaction_equals_the_in_process_cleaner(spark: Any, tmp_path: Pa
 
 
 def test_export_then_backfill_round_trips(spark: Any, store_dir: Path, tmp_path: Path) -> None:
-    from s3stream.spark.jobs import backfill, export
+    from s3stream.apps.spark.jobs import backfill, export
 
     url = f"file://{store_dir}"
     with open_at(url, store_dir / "_wal") as store:
@@ -121,7 +121,7 @@ def test_export_then_backfill_round_trips(spark: Any, store_dir: Path, tmp_path:
 
 
 def test_cli_export(spark: Any, store_dir: Path, tmp_path: Path) -> None:
-    from s3stream.cli import app
+    from s3stream.apps.cli import app
 
     url = f"file://{store_dir}"
     with open_at(url, store_dir / "_wal") as store:

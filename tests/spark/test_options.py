@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from s3stream.errors import InvalidConfig
-from s3stream.spark.options import EARLIEST, LATEST, parse_read_options, parse_write_options
+from s3stream.apps.spark.options import EARLIEST, LATEST, parse_read_options, parse_write_options
+from s3stream.base.errors import InvalidConfig
 
 
 def test_batch_defaults_and_case_insensitivity() -> None:

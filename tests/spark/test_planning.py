@@ -9,15 +9,15 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from s3stream.errors import ObjectNotFound, OffsetOutOfRange
+from s3stream.apps.spark.options import parse_read_options
+from s3stream.apps.spark.planning import Bounds, ChunkSource, plan_partition
+from s3stream.apps.spark.positions import resolve_end, resolve_start
+from s3stream.apps.spark.schema import OUTPUT_SCHEMA, output_batches, output_schema
+from s3stream.apps.spark.segio import SegmentSource
+from s3stream.apps.spark.snapshot import LogReader
+from s3stream.apps.spark.tasks import read_task, task_tables
+from s3stream.base.errors import ObjectNotFound, OffsetOutOfRange
 from s3stream.objectstore.protocol import ByteRange, ObjectMeta, ObjectStore
-from s3stream.spark.options import parse_read_options
-from s3stream.spark.planning import Bounds, ChunkSource, plan_partition
-from s3stream.spark.positions import resolve_end, resolve_start
-from s3stream.spark.schema import OUTPUT_SCHEMA, output_batches, output_schema
-from s3stream.spark.segio import SegmentSource
-from s3stream.spark.snapshot import LogReader
-from s3stream.spark.tasks import read_task, task_tables
 
 from .kit import T0, expected, fill, open_at
 
@@ -160,8 +160,8 @@ def test_data_loss_while_reading(topic: Any) -> None:
 
 def test_segment_with_offset_delta_reads_real_offsets(store_dir: Path) -> None:
     """A staged segment (stored offsets 0..n-1) published at offset 7 reads back at 7..n+6."""
-    from s3stream.spark.segio import segment_tables
-    from s3stream.spark.staging import Stager
+    from s3stream.apps.spark.segio import segment_tables
+    from s3stream.apps.spark.staging import Stager
 
     url = f"file://{store_dir}"
     store = open_at(url, store_dir / "_wal")
@@ -171,7 +171,7 @@ def test_segment_with_offset_delta_reads_real_offsets(store_dir: Path) -> None:
             stager = Stager(reader.object_store, task=0, topic="t")
             stager.add(pa.RecordBatch.from_pydict({"key": [b"a", b"b", b"c"], "value": [b"1", b"2", b"3"]}))
             staged = stager.finish()
-            from s3stream.spark.publish import publish
+            from s3stream.apps.spark.publish import publish
 
             publish(url, staged)
             snap = reader.snapshot(reader.topic("t"), 0)

@@ -19,8 +19,8 @@ from pyspark.sql.datasource import (
     Not,
 )
 
-from s3stream.spark.planning import Bounds
-from s3stream.spark.pushdown import apply_filters
+from s3stream.apps.spark.planning import Bounds
+from s3stream.apps.spark.pushdown import apply_filters
 
 UTC = dt.UTC
 

@@ -10,11 +10,11 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from s3stream.cli.partitioner import partition_for_key
-from s3stream.errors import InvalidRecord, RecordTooLarge, UnknownTopic
-from s3stream.segment import SegmentReader
-from s3stream.spark.snapshot import LogReader
-from s3stream.spark.staging import Stager, murmur2_partitions, normalize_batch
+from s3stream.apps.spark.snapshot import LogReader
+from s3stream.apps.spark.staging import Stager, murmur2_partitions, normalize_batch
+from s3stream.base.errors import InvalidRecord, RecordTooLarge, UnknownTopic
+from s3stream.format.segment import SegmentReader
+from s3stream.policy.partitioner import partition_for_key
 
 from .kit import open_at
 

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from s3stream.spark.options import parse_read_options
+from s3stream.apps.spark.options import parse_read_options
 
 from .kit import fill, open_at
 
@@ -20,8 +20,8 @@ pytest.importorskip("pyspark")
 
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
-from s3stream.spark.stream import StreamReader, rate_limit
-from s3stream.spark.tasks import task_tables
+from s3stream.apps.spark.stream import StreamReader, rate_limit
+from s3stream.apps.spark.tasks import task_tables
 
 
 @given(st.dictionaries(st.integers(0, 5), st.tuples(st.integers(0, 50), st.integers(0, 50)), min_size=1),
@@ -111,6 +111,6 @@ def test_the_stream_reader_pickles_without_its_connections(feed: Any) -> None:
 
 
 def test_import_s3stream_does_not_import_pyspark() -> None:
-    code = "import sys, s3stream, s3stream.cli, s3stream.spark.options; print('pyspark' in sys.modules)"
+    code = "import sys, s3stream, s3stream.apps.cli, s3stream.apps.spark.options; print('pyspark' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

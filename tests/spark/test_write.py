@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 import s3stream
-from s3stream.cli.partitioner import partition_for_key
+from s3stream.policy.partitioner import partition_for_key
 
 from .kit import T0, expected, fill, open_at
 

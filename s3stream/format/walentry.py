@@ -1,0 +1,144 @@
+"""Local WAL entries: the payloads the ``wal`` package frames and fsyncs on the append path.
+
+Two kinds of entry, one per call of :func:`encode_entry`:
+
+* :class:`AppendEntry` -- one log's appended records (offsets already assigned);
+* :class:`RollEntry` -- a segment boundary: a new segment of the log starts at ``base_offset``.
+
+Byte layout (little-endian; see ``docs/formats.md``)::
+
+    version u8 | kind u8 (1 append, 2 roll) | log_id_len u16 | body_len u32 | log_id (UTF-8) | body |
+    crc32c u32 (over every preceding byte of the entry)
+
+    append body: an Arrow IPC encapsulated record-batch message of RECORD_SCHEMA, uncompressed
+                 (local disk: speed over size; schema-less, fixed by the version)
+    roll body:   base_offset i64
+
+The ``wal`` frame already carries a length and CRC; this format still has its own version, lengths and
+CRC32C so a payload is self-validating wherever it travels (tests, tools, a future WAL). Invariants checked
+on encode and decode: the batch has RECORD_SCHEMA and strictly increasing offsets >= 0; ``base_offset >= 0``;
+the lengths add up to the payload length exactly.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+import crc32c
+import numpy as np
+import pyarrow as pa
+import pyarrow.ipc as ipc
+
+from s3stream.base.errors import CorruptData, InternalError
+from s3stream.base.records import RECORD_SCHEMA
+
+__all__ = ["WAL_ENTRY_VERSION", "AppendEntry", "RollEntry", "decode_entry", "encode_entry"]
+
+WAL_ENTRY_VERSION = 1
+
+_KIND_APPEND = 1
+_KIND_ROLL = 2
+_HEAD = struct.Struct("<BBHI")
+_ROLL = struct.Struct("<q")
+_CRC = struct.Struct("<I")
+_DECODE_ERRORS = (pa.ArrowException, ValueError, TypeError, KeyError, IndexError, OverflowError, OSError,
+                  EOFError)
+
+
+@dataclass(frozen=True, slots=True)
+class AppendEntry:
+    """Records appended to one log; offsets are in the batch."""
+
+    log_id: str
+    batch: pa.RecordBatch
+
+
+@dataclass(frozen=True, slots=True)
+class RollEntry:
+    """A segment boundary of one log: a new segment starts at ``base_offset``."""
+
+    log_id: str
+    base_offset: int
+
+
+def _offsets_ok(batch: pa.RecordBatch) -> bool:
+    if batch.num_rows == 0:
+        return True
+    offs = batch.column("offset").to_numpy()
+    return int(offs[0]) >= 0 and bool(np.all(np.diff(offs) > 0))
+
+
+def encode_entry(entry: AppendEntry | RollEntry) -> bytes:
+    """Encode one entry (validated first).
+
+    Raises:
+        InternalError: wrong schema, offsets not strictly increasing, negative offset, or a log id
+            longer than 65535 UTF-8 bytes.
+    """
+    log_id = entry.log_id.encode()
+    if not log_id or len(log_id) > 0xFFFF:
+        raise InternalError(f"log_id must be 1..65535 UTF-8 bytes: {entry.log_id[:40]!r}")
+    if isinstance(entry, AppendEntry):
+        batch = entry.batch
+        if not batch.schema.equals(RECORD_SCHEMA) or not _offsets_ok(batch):
+            raise InternalError("AppendEntry batch must have RECORD_SCHEMA and increasing offsets >= 0")
+        kind, body = _KIND_APPEND, batch.serialize().to_pybytes()
+    else:
+        if entry.base_offset < 0:
+            raise InternalError(f"RollEntry base_offset must be >= 0, got {entry.base_offset}")
+        kind, body = _KIND_ROLL, _ROLL.pack(entry.base_offset)
+    head = _HEAD.pack(WAL_ENTRY_VERSION, kind, len(log_id), len(body)) + log_id
+    return b"".join((head, body, _CRC.pack(crc32c.crc32c(body, crc32c.crc32c(head)))))
+
+
+def decode_entry(payload: bytes, *, source: str) -> AppendEntry | RollEntry:
+    """Decode and validate one entry.
+
+    Raises:
+        CorruptData: wrong version, kind or lengths, CRC32C mismatch, undecodable or invalid records.
+    """
+    view = memoryview(payload)
+    if len(view) < _HEAD.size + _CRC.size:
+        raise CorruptData(f"WAL entry of {len(view)} bytes is too short", source=source)
+    version, kind, id_len, body_len = _HEAD.unpack_from(view)
+    if version != WAL_ENTRY_VERSION:
+        raise CorruptData(f"unsupported WAL entry version {version}", source=source)
+    if _HEAD.size + id_len + body_len + _CRC.size != len(view):
+        raise CorruptData("WAL entry lengths do not add up to the payload length", source=source)
+    (crc,) = _CRC.unpack_from(view, len(view) - _CRC.size)
+    if crc32c.crc32c(view[: len(view) - _CRC.size]) != crc:
+        raise CorruptData("WAL entry CRC32C mismatch", source=source)
+    body_start = _HEAD.size + id_len
+    try:
+        log_id = bytes(view[_HEAD.size: body_start]).decode()
+    except UnicodeDecodeError as e:
+        raise CorruptData("WAL entry log_id is not UTF-8", source=source) from e
+    body = view[body_start: body_start + body_len]
+    if not log_id:
+        raise CorruptData("WAL entry has an empty log_id", source=source)
+    if kind == _KIND_ROLL:
+        return _decode_roll(log_id, body, source)
+    if kind == _KIND_APPEND:
+        return AppendEntry(log_id, _decode_batch(body, source))
+    raise CorruptData(f"unknown WAL entry kind {kind}", source=source)
+
+
+def _decode_roll(log_id: str, body: memoryview, source: str) -> RollEntry:
+    if len(body) != _ROLL.size:
+        raise CorruptData(f"roll entry body has {len(body)} bytes, expected {_ROLL.size}", source=source)
+    (base_offset,) = _ROLL.unpack(body)
+    if base_offset < 0:
+        raise CorruptData(f"roll entry base_offset {base_offset} < 0", source=source)
+    return RollEntry(log_id, int(base_offset))
+
+
+def _decode_batch(body: memoryview, source: str) -> pa.RecordBatch:
+    try:
+        batch = ipc.read_record_batch(pa.py_buffer(bytes(body)), RECORD_SCHEMA)
+        batch.validate(full=True)
+    except _DECODE_ERRORS as e:
+        raise CorruptData(f"cannot decode WAL entry records: {e}", source=source) from e
+    if not _offsets_ok(batch):
+        raise CorruptData("WAL entry offsets are not strictly increasing and >= 0", source=source)
+    return batch
