@@ -3,7 +3,7 @@
 Commands, as ``--help`` groups them:
 
 * **Workloads** that run alone and write their own result files (``benchmarks/results/<workload>-<slug>``):
-  ``engine``, ``compaction``, ``retention``, ``recovery``, ``spark-compaction``;
+  ``engine``, ``compaction``, ``retention``, ``recovery``, ``spark-compaction``, ``small-appends``;
 * **Suite**: ``suite`` runs the raw limits and then every suite workload against one target into one result
   (``benchmarks/results/suite/<slug>``); ``ingest``, ``e2e``, ``catchup`` and ``mixed`` run one suite workload
   that way (``compaction``, ``retention`` and ``recovery`` run in the suite with ``suite --workloads NAME``);
@@ -43,7 +43,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
 _WORKLOADS, _SUITE, _FILES = "Workloads (standalone)", "Suite", "Result files"
 
 #: Workloads that run alone, with their own result files.
-STANDALONE = ("engine", "compaction", "retention", "recovery", "spark-compaction")
+STANDALONE = ("engine", "compaction", "retention", "recovery", "spark-compaction", "small-appends")
 #: Suite workloads with a command of their own (the others are standalone workloads too).
 SUITE_COMMANDS = ("ingest", "e2e", "catchup", "mixed")
 
@@ -209,6 +209,30 @@ def recovery(
 
     try:
         cfg = bench.make_config(quick=quick, entries=entries, partitions=partitions, record_bytes=record_bytes,
+                                options=_options(option or []))
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from exc
+    raise typer.Exit(bench.run_standalone(target, cfg, out_dir, work_dir))
+
+
+@app.command("small-appends", rich_help_panel=_WORKLOADS, help=(
+    "Small appends: process CPU per one-record append_async and appends/s from 16 threads (issue 25 bounds: "
+    "<= 150 us, >= 10,000/s), blocking appends beside them, where the CPU goes by thread."))
+def small_appends(
+    target: TargetOpt = "file",
+    quick: Annotated[bool, typer.Option(help="4,000 async and 800 blocking appends per phase.")] = False,
+    appends: Annotated[int | None, typer.Option(help="Appends per async phase (default 40,000; a fifth as many per "
+                                                     "blocking phase).")] = None,
+    window: Annotated[int, typer.Option(help="Async appends in flight per phase (split over its threads).")] = 256,
+    value_bytes: Annotated[int, typer.Option(help="Bytes per record value.")] = 100,
+    option: StoreOpts = None,
+    out_dir: OutDirOpt = RESULTS_DIR,
+    work_dir: WorkDirOpt = None,
+) -> None:
+    from benchmarks import small_appends as bench
+
+    try:
+        cfg = bench.make_config(quick=quick, appends=appends, window=window, value_bytes=value_bytes,
                                 options=_options(option or []))
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from exc

@@ -17,7 +17,7 @@ from typing import Any
 from cleaner.service import Cleaner, CleanerPassReport
 from s3stream.base.clock import Clock, SystemClock
 from s3stream.base.crashpoints import CrashPoints
-from s3stream.base.errors import InvalidConfig, UnknownTopic
+from s3stream.base.errors import InvalidArgument, InvalidConfig, UnknownTopic
 from s3stream.base.ids import IdSource
 from s3stream.base.settings import StoreSettings, default_wal_dir
 from s3stream.base.topic_config import effective_topic_config
@@ -55,6 +55,8 @@ def open_store(url: str, *, clock: Clock | None = None, ids: IdSource | None = N
         UnsafeStore: the store's conditional writes are broken (capability probe); never for an
             unreachable endpoint or rejected credentials.
     """
+    if not isinstance(url, str):
+        raise InvalidArgument(f"the store URL must be a str, not {type(url).__name__}")
     settings = StoreSettings.from_options(options)
     clock = clock or SystemClock()
     ids = ids or IdSource()
@@ -136,8 +138,20 @@ class Store:
     # -- topics ----------------------------------------------------------------------------------
 
     def create_topic(self, name: str, partitions: int = 1, config: Mapping[str, object] | None = None) -> None:
-        """Create a topic. Raises InvalidTopic, InvalidConfig, TopicExists."""
-        self._rt.catalog.create(name, partitions, config)
+        """Create a topic. Raises InvalidTopic, InvalidConfig, InvalidPartitions (a count outside [1, 100000]),
+        TopicExists; InvalidArgument when ``config`` is not a mapping."""
+        self._rt.catalog.create(name, partitions, _mapping("config", config, optional=True))
+
+    def add_partitions(self, name: str, total: int) -> None:
+        """Grow topic ``name`` to ``total`` partitions (Kafka's CreatePartitions); partitions are never removed.
+
+        Existing partitions keep their data and offsets; the new ones start empty, and every process sees
+        them at once (``partition(name, i)`` re-reads the topic for an index past the count it knows). Raises
+        UnknownTopic; InvalidArgument when ``total`` is not an int; InvalidPartitions when it is not more than
+        the topic has (Kafka's INVALID_PARTITIONS) or over the maximum (100000); Closed after ``close()``.
+        """
+        self._rt.check_open()
+        self._rt.catalog.add_partitions(name, total)
 
     def delete_topic(self, name: str) -> None:
         """Delete a topic; its objects are removed by GC after ``file.delete.delay.ms``."""
@@ -156,8 +170,11 @@ class Store:
         return dict(self._rt.catalog.get(name, refresh=True).config)
 
     def alter_topic_config(self, name: str, updates: Mapping[str, object | None]) -> None:
-        """Set (or, with None, reset to default) config keys of a live topic; takes effect at the next pass."""
-        self._rt.catalog.alter(name, updates)
+        """Set (or, with None, reset to default) config keys of a live topic; takes effect at the next pass.
+
+        Raises UnknownTopic, InvalidConfig; InvalidArgument when ``updates`` is not a mapping.
+        """
+        self._rt.catalog.alter(name, _mapping("updates", updates))
 
     def partitions(self, name: str) -> int:
         return self._rt.catalog.get(name).partitions
@@ -191,6 +208,7 @@ class Store:
         """Make everything appended so far durable in object storage, and seal what was rolled."""
         node = self._rt.existing_node()
         if node is not None:
+            node.drainer.wait_idle()  # every queued append is in the flush pipeline
             node.uploader.flush()
             for plog in self._rt.written_logs():
                 plog.flush()
@@ -232,6 +250,13 @@ class Store:
 
     def __repr__(self) -> str:
         return f"Store({self.url!r})"
+
+
+def _mapping(what: str, value: object, *, optional: bool = False) -> Any:
+    """``value`` when it is a mapping (or None, when ``optional``), else InvalidArgument."""
+    if isinstance(value, Mapping) or (optional and value is None):
+        return value
+    raise InvalidArgument(f"{what} must be a mapping of config names to values, not {type(value).__name__}")
 
 
 def _unknown(name: str) -> UnknownTopic:

@@ -10,14 +10,18 @@ damaged part aside when the operator decides to. A full disk stops the writer wi
 until :meth:`WalWriter.resume`.
 
 Modules: ``frame`` (the byte format, pure), ``queue`` (frames waiting for the syncer), ``storage``
-(the storage port: files, memory), ``recovery`` (scan, repair, replay), ``writer`` (appends, group
-commit, trim), ``quarantine`` (moving damage aside), ``lock`` (one writer per directory), ``errors``.
+(the storage port) with ``file_storage`` and ``memory_storage`` (its directory and simulated-disk
+implementations), ``recovery`` (scan, repair, replay), ``writer`` (the writer's API: open, append, trim,
+resume, close), ``group_commit`` (seqs, batches and the syncer and fsyncer threads), ``trim_point`` (the
+saved replay start), ``quarantine`` (moving damage aside), ``lock`` (one writer per directory), ``errors``.
 """
 
 from wal.errors import WalClosed, WalCorrupt, WalError, WalFull, WalLocked
+from wal.file_storage import FileWalStorage
 from wal.frame import MAX_PAYLOAD_BYTES, WalEntry, decode_frames, encode_frame
+from wal.memory_storage import MemoryWalStorage
 from wal.quarantine import QuarantineReport, quarantine
-from wal.storage import FileWalStorage, MemoryWalStorage, WalLockHandle, WalStorage
+from wal.storage import WalLockHandle, WalStorage
 from wal.writer import WalWriter
 
 __all__ = [

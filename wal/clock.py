@@ -2,7 +2,7 @@
 
 ``wal`` is a leaf package, so it cannot use s3stream's injected ``Clock``/``IdSource``. The WAL itself
 needs neither time nor randomness (group commit is driven by a queue, not a timer); only the simulated
-crash of :class:`~wal.storage.MemoryWalStorage` picks a random torn prefix. That randomness comes from
+crash of :class:`~wal.memory_storage.MemoryWalStorage` picks a random torn prefix. That randomness comes from
 here: seeded for reproducible simulations, from the OS otherwise.
 """
 

@@ -16,9 +16,9 @@ import os
 from dataclasses import dataclass, replace
 
 from wal.errors import WalError
+from wal.file_storage import FileWalStorage
 from wal.frame import FILE_HEADER_SIZE, scan_frames
 from wal.recovery import find_damage, log_names
-from wal.storage import FileWalStorage
 
 __all__ = ["QUARANTINE_DIR", "QuarantineReport", "quarantine"]
 

@@ -7,7 +7,7 @@ Invariants recovery establishes (and the writer then keeps):
 
 * files are contiguous: each file's ``first_seq`` equals the previous file's ``end_seq``;
 * every byte of every file decodes up to its *end*: the file's end, or an end mark (a zeroed frame
-  header, see :class:`~wal.storage.FileWalStorage`: a reused file holds older bytes after it). After an
+  header, see :class:`~wal.file_storage.FileWalStorage`: a reused file holds older bytes after it). After an
   end mark the last file is cut there (appends go where the file ends); the others are kept, the next
   file's first seq proving their frames complete;
 * only a *torn tail* is ever cut: the first bad frame of the last file, when no valid frame of a live seq

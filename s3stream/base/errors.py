@@ -13,6 +13,7 @@ Tree (``retriable`` says whether retrying the same call may succeed)::
     │   ├── RecordTooLarge               a record or batch exceeds max.message.bytes
     │   ├── OffsetOutOfRange             below the log start offset or above the log end offset
     │   ├── UnknownTopic                 no such topic or partition
+    │   ├── InvalidPartitions            a partition count out of range, or not more than the topic has
     │   ├── TopicExists                  create_topic on an existing name
     │   └── PolicyViolation              the topic's policy forbids this (DeleteRecords on compact-only)
     ├── Fenced                           a newer writer/cleaner owns this; stop, never retry
@@ -55,6 +56,7 @@ __all__ = [
     "InternalError",
     "InvalidArgument",
     "InvalidConfig",
+    "InvalidPartitions",
     "InvalidRecord",
     "InvalidRequest",
     "InvalidTopic",
@@ -134,6 +136,11 @@ class OffsetOutOfRange(InvalidRequest):
 
 class UnknownTopic(InvalidRequest):
     """No such topic, or no such partition of an existing topic."""
+
+
+class InvalidPartitions(InvalidRequest):
+    """A partition count out of range, or (adding partitions) not more than the topic has: Kafka's
+    INVALID_PARTITIONS."""
 
 
 class TopicExists(InvalidRequest):

@@ -8,6 +8,8 @@
     {root}/logs/{topic_id}/{partition}/gc/manifest.boundary    manifest GC boundary (If-Match)
     {root}/wal/{node_id}/{seq:020d}.wal                        WAL objects; the key is the commit point
     {root}/_probe/{token}/...                                  capability probe scratch keys
+    {root}/_spark/jobs/{job_id}/heartbeat                      a distributed job's liveness (re-PUT while it runs)
+    {root}/_spark/jobs/{job_id}/maps/{topic_id}-{partition}.arrow   a compaction job's offset maps (scratch)
 
 ``{root}`` is the store's prefix (empty for a bucket root); keys below are relative to the root and
 the store wraps its ObjectStore with the prefix. 20-digit zero padding sorts lexicographically, but
@@ -19,8 +21,15 @@ from __future__ import annotations
 import re
 
 __all__ = [
+    "JOBS_PREFIX",
+    "JOB_ABANDONED_AFTER_MS",
+    "JOB_HEARTBEAT_INTERVAL_MS",
+    "job_heartbeat_key",
+    "job_map_key",
+    "job_prefix",
     "log_prefix",
     "manifest_key",
+    "parse_job_id",
     "parse_seq",
     "parse_wal_key",
     "segment_key",
@@ -74,3 +83,32 @@ def parse_wal_key(key: str) -> tuple[str, int] | None:
         return None
     seq = parse_seq(parts[2])
     return None if seq is None else (parts[1], seq)
+
+
+#: Where distributed jobs (``s3stream.apps.spark``) keep scratch objects, one directory per job.
+JOBS_PREFIX = "_spark/jobs/"
+#: A running job re-PUTs its heartbeat this often, so its directory always has a recent object.
+JOB_HEARTBEAT_INTERVAL_MS = 60_000
+#: GC deletes a job directory only once no object in it is newer than this (and ``orphan_min_age_ms``):
+#: ten missed heartbeats mean the job is gone (a crashed driver never deletes its scratch objects).
+JOB_ABANDONED_AFTER_MS = 10 * JOB_HEARTBEAT_INTERVAL_MS
+
+
+def job_prefix(job_id: str) -> str:
+    return f"{JOBS_PREFIX}{job_id}/"
+
+
+def job_heartbeat_key(job_id: str) -> str:
+    return f"{job_prefix(job_id)}heartbeat"
+
+
+def job_map_key(job_id: str, topic_id: str, partition: int) -> str:
+    return f"{job_prefix(job_id)}maps/{topic_id}-{partition}.arrow"
+
+
+def parse_job_id(key: str) -> str | None:
+    """The job id of a key under :data:`JOBS_PREFIX`; None for other keys."""
+    if not key.startswith(JOBS_PREFIX):
+        return None
+    job_id, sep, _ = key[len(JOBS_PREFIX):].partition("/")
+    return job_id if job_id and sep else None

@@ -114,7 +114,8 @@ class StoreSettings:
     buffer_bytes: int = field(default=64 * _MiB, metadata=_spec(
         "int", "Max unflushed bytes in memory; appends wait beyond it (backpressure).", 1))
     cache_bytes: int = field(default=128 * _MiB, metadata=_spec(
-        "int", "Tail cache serving tailing readers and sealing without S3 reads (0 disables).", 0))
+        "int", "Tail cache serving tailing readers and sealing without S3 reads; decoded WAL-object chunks read "
+               "back from the bucket are cached in what it leaves (0 disables both).", 0))
     read_ahead_bytes: int = field(default=2 * _MiB, metadata=_spec(
         "int", "Bytes fetched ahead by sequential readers of sealed segments (0 disables).", 0))
     upload_concurrency: int = field(default=4, metadata=_spec(

@@ -69,7 +69,8 @@ class Runtime:
         block = max(settings.read_ahead_bytes, 1 << 20)
         self.segments = SegmentReaderCache(objstore, block_bytes=block,
                                            max_entries=max(4, settings.cache_bytes // (14 * block)))
-        self.chunks = ChunkCache(objstore)
+        # decoded WAL-object chunks share cache_bytes with the tail cache, which has priority (note_memory)
+        self.chunks = ChunkCache(objstore, max_bytes=settings.cache_bytes, room=self._chunk_room)
         self.walindex = WalIndexCache(objstore)
         # reads of the sealed tier check the manifest is still the latest while they read (PartitionLog)
         self.manifest_probes = ThreadPoolExecutor(max_workers=4, thread_name_prefix="s3stream-manifest-probe")
@@ -96,6 +97,8 @@ class Runtime:
         self.check_open()
         doc = self.catalog.get(topic)
         value: object = index  # callers outside mypy may pass anything
+        if isinstance(value, int) and not isinstance(value, bool) and value >= doc.partitions:
+            doc = self.catalog.get(topic, refresh=True)  # another process may have added partitions
         if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < doc.partitions:
             raise UnknownTopic(f"topic {topic!r} has no partition {index!r} (it has {doc.partitions})")
         key = (doc.name, doc.topic_id, index)
@@ -256,10 +259,12 @@ class Runtime:
         self.sealer.request(plog)
 
     def note_memory(self, plog: HostedLog, delta: int) -> None:
-        """Account tail-cache bytes; evict flushed batches when over ``cache_bytes``."""
+        """Account tail-cache bytes; evict WAL chunks, then flushed batches, when over ``cache_bytes``."""
         with self._memory_lock:
             self._memory_bytes += delta
             over = self._memory_bytes - self.settings.cache_bytes
+        if self.chunks.nbytes > -over:  # the chunk cache gets what the tail cache leaves
+            self.chunks.shrink(-over)
         if over <= 0:
             return
         freed = plog.evict_memory(over)
@@ -271,6 +276,10 @@ class Runtime:
                     break
         with self._memory_lock:
             self._memory_bytes -= freed
+
+    def _chunk_room(self) -> int:
+        """What ``cache_bytes`` leaves the WAL-chunk cache beside the tail cache (read unlocked: a bound)."""
+        return self.settings.cache_bytes - self._memory_bytes
 
     def _buffered_bytes(self) -> float:
         """What the node's uploader holds not yet in a WAL object (the s3stream_buffered_bytes gauge)."""
@@ -296,6 +305,7 @@ class Runtime:
         node = self._node
         if node is not None:
             try:
+                node.drainer.wait_idle(self.settings.commit_timeout_ms / 1000.0)  # queued appends: written
                 node.uploader.flush(self.settings.commit_timeout_ms / 1000.0)
             except (S3StreamError, TimeoutError) as exc:
                 errors.append(exc)

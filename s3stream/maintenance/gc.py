@@ -12,6 +12,10 @@ Never earlier than allowed, and never trusting LIST alone for what is referenced
   An unneeded one is deleted once older than ``orphan_min_age_ms`` (a reader that still holds an older
   view gets NoSuchKey, re-reads the manifest and continues from the sealed segment). The newest object
   of each namespace is always kept: it is the fence floor (see :mod:`s3stream.write.node`).
+* **Abandoned job directories** (``_spark/jobs/{id}/``, :data:`s3stream.base.layout.JOBS_PREFIX`): a
+  running job re-PUTs its heartbeat there every ``JOB_HEARTBEAT_INTERVAL_MS`` and deletes the directory
+  when it ends; one whose newest object is older than ``JOB_ABANDONED_AFTER_MS`` (and
+  ``orphan_min_age_ms``) belongs to a job that crashed, and is deleted whole.
 """
 
 from __future__ import annotations
@@ -63,6 +67,7 @@ def collect_garbage(rt: Runtime, *, dry_run: bool = False) -> GarbageReport:
         _collect_topic(rt, doc, now, report)
     _collect_dead_topic_ids(rt, docs, now, report)
     _collect_wal_objects(rt, live, now, report)
+    _collect_abandoned_jobs(rt, now, report)
     for kind, keys in report.deleted.items():
         if not dry_run and keys:
             rt.metrics.garbage_deleted.labels(kind).inc(len(keys))
@@ -140,6 +145,24 @@ def _collect_wal_objects(rt: Runtime, live: dict[str, TopicDoc], now: int, repor
                 continue
             report.deleted["wal_object"].append(key)
             if not report.dry_run:
+                rt.objstore.delete(key)
+
+
+def _collect_abandoned_jobs(rt: Runtime, now: int, report: GarbageReport) -> None:
+    """Scratch objects of distributed jobs that stopped without deleting them (see the module docstring)."""
+    grace = max(rt.settings.orphan_min_age_ms, layout.JOB_ABANDONED_AFTER_MS)
+    jobs: dict[str, list[tuple[str, int]]] = defaultdict(list)
+    for entry in rt.objstore.list(layout.JOBS_PREFIX):
+        job_id = layout.parse_job_id(entry.key)
+        if job_id is not None:
+            jobs[job_id].append((entry.key, entry.last_modified_ms))
+    for objects in jobs.values():
+        if now - max(modified_ms for _, modified_ms in objects) < grace:
+            continue  # a heartbeat (or a task's output) is recent: the job may still be running
+        keys = [key for key, _ in objects]
+        report.deleted["abandoned_job"].extend(keys)
+        if not report.dry_run:
+            for key in keys:
                 rt.objstore.delete(key)
 
 

@@ -18,7 +18,14 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from s3stream.base.clock import Clock
-from s3stream.base.errors import InvalidRequest, ObjectStoreError, StoreAccessError, TopicExists, UnknownTopic
+from s3stream.base.errors import (
+    InvalidArgument,
+    InvalidPartitions,
+    ObjectStoreError,
+    StoreAccessError,
+    TopicExists,
+    UnknownTopic,
+)
 from s3stream.base.ids import IdSource
 from s3stream.base.topic_config import (
     TopicConfig,
@@ -101,7 +108,7 @@ class TopicCatalog:
         validate_topic_name(name)
         value: object = partitions  # callers outside mypy may pass anything
         if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_PARTITIONS:
-            raise InvalidRequest(f"partitions must be an integer in [1, {MAX_PARTITIONS}], got {partitions!r}")
+            raise InvalidPartitions(f"partitions must be an integer in [1, {MAX_PARTITIONS}], got {partitions!r}")
         overrides = normalize_topic_config({**self._defaults, **dict(config or {})})
         collision = topic_collision_name(name)
         for other in self.names():
@@ -137,6 +144,32 @@ class TopicCatalog:
         doc = self.versions(name).commit(intent)
         if doc is None or doc.deleted:
             raise UnknownTopic(f"unknown topic {name!r}")
+        self._remember(name, doc)
+        return doc
+
+    def add_partitions(self, name: str, total: int) -> TopicDoc:
+        """Grow topic ``name`` to ``total`` partitions (Kafka's CreatePartitions); never shrinks it.
+
+        The existing partitions keep their data and offsets; the new ones start empty (a partition's manifest
+        is created by its first commit). Raises UnknownTopic; InvalidArgument when ``total`` is not an int;
+        InvalidPartitions when it is not more than the topic has or over ``MAX_PARTITIONS``.
+        """
+        value: object = total  # callers outside mypy may pass anything
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise InvalidArgument(f"the partition total must be an int, not {type(value).__name__} {value!r}")
+        if total > MAX_PARTITIONS:
+            raise InvalidPartitions(f"topic {name!r}: {total} partitions is more than the maximum {MAX_PARTITIONS}")
+
+        def intent(cur: TopicDoc | None) -> TopicDoc:
+            if cur is None or cur.deleted:
+                raise UnknownTopic(f"unknown topic {name!r}")
+            if total <= cur.partitions:
+                raise InvalidPartitions(f"topic {name!r} has {cur.partitions} partitions: the new total {total} "
+                                        "must be larger (partitions are never removed)")
+            return replace(cur, partitions=total)
+
+        doc = self.versions(name).commit(intent)
+        assert doc is not None, f"internal: adding partitions to {name!r} committed no document"
         self._remember(name, doc)
         return doc
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import bisect
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -136,15 +136,32 @@ class ChunkCache:
     :meth:`prefetch` loads chunks on the shared fetch pool ahead of a reader that will need them (a seal
     walks its segment's chunks in order); a :meth:`get` of a chunk being prefetched waits for that load
     instead of issuing a second GET. Pool tasks never wait for one another (the pool's rule).
+
+    It holds at most ``max_bytes``, and at most ``room()`` when given: what a budget shared with another
+    cache leaves it (a store's ``cache_bytes``, shared with its tail cache, which shrinks this one first:
+    :meth:`shrink`). The chunk just loaded is kept even beyond the bound, so a prefetch is not wasted.
     """
 
-    def __init__(self, store: ObjectStore, *, max_bytes: int = 64 << 20) -> None:
+    def __init__(self, store: ObjectStore, *, max_bytes: int = 64 << 20, room: Callable[[], int] | None = None) -> None:
         self._store = store
         self._max = max_bytes
+        self._room = room
         self._bytes = 0
         self._lock = threading.Lock()
         self._cache: OrderedDict[tuple[str, str], pa.RecordBatch] = OrderedDict()
         self._pending: dict[tuple[str, str], Future[pa.RecordBatch]] = {}
+
+    @property
+    def nbytes(self) -> int:
+        """Decoded bytes held."""
+        return self._bytes
+
+    def shrink(self, max_bytes: int) -> None:
+        """Evict least recently used chunks until at most ``max_bytes`` (none when negative) are held."""
+        with self._lock:
+            while self._bytes > max_bytes and self._cache:
+                _, old = self._cache.popitem(last=False)
+                self._bytes -= old.nbytes
 
     def get(self, ref: ChunkRef, log_id: str) -> pa.RecordBatch:
         ck = (ref.key, log_id)
@@ -182,11 +199,12 @@ class ChunkCache:
         c = ref.chunk
         data = self._store.get(ref.key, ByteRange(c.byte_start, c.byte_end))
         batch = decode_chunk(data, c, source=ref.key)
+        limit = self._max if self._room is None else min(self._max, self._room())
         with self._lock:
             if ck not in self._cache:
                 self._cache[ck] = batch
                 self._bytes += batch.nbytes
-                while self._bytes > self._max and len(self._cache) > 1:
+                while self._bytes > limit and len(self._cache) > 1:
                     _, old = self._cache.popitem(last=False)
                     self._bytes -= old.nbytes
         return batch

@@ -1,5 +1,5 @@
-"""A node as a writer: its local WAL, its claimed WAL namespace, its flush pipeline and the partitions it
-writes (seen through :class:`NodeLog`, so this layer never imports the partitions above it).
+"""A node as a writer: its local WAL, its claimed WAL namespace, its flush pipeline, its append drainer and
+the partitions it writes (seen through :class:`NodeLog`, so this layer never imports the partitions above it).
 
 Published WAL objects are announced to the partitions (``on_flushed``) and trim the local WAL; a clean
 close writes the close marker (``walobject`` ``ends``) after the last upload.
@@ -16,6 +16,7 @@ from s3stream.base.errors import PreconditionFailed
 from s3stream.format.walobject import encode_fence_object
 from s3stream.read.walscan import ChunkRef
 from s3stream.write.context import StoreContext
+from s3stream.write.drainer import AppendDrainer
 from s3stream.write.localwal import WalResumer
 from s3stream.write.uploader import BufferedAppend, FlushedObject, Uploader
 from wal import WalError, WalWriter
@@ -48,6 +49,7 @@ class NodeRuntime:
         self.fence_seq = fence_seq
         self.append_lock = threading.Lock()
         self.wal_resumer = WalResumer(self)
+        self.drainer = AppendDrainer(node_id, ctx.clock)  # writes queued appends (s3stream.write.drainer)
         self._logs: dict[str, NodeLog] = {}
         self._logs_lock = threading.Lock()
         s = ctx.settings
@@ -93,6 +95,7 @@ class NodeRuntime:
 
     def close(self) -> None:
         try:
+            self.drainer.close(self.ctx.settings.commit_timeout_ms / 1000.0)
             self.uploader.close(self.ctx.settings.commit_timeout_ms / 1000.0)
             self._write_close_marker()
         finally:

@@ -18,9 +18,10 @@ the object is retried (same sequence number, same bytes: sequence numbers are de
 skipped) with capped exponential backoff until it lands, the local WAL keeps everything meanwhile, and
 uploads resume by themselves when the store is back. Backpressure: ``add`` callers first wait in
 :meth:`wait_for_room` while the buffer holds ``buffer_bytes``, at most ``max_block_ms`` (then
-:class:`BufferFull`); nothing is ever dropped. ``ack=s3`` callers wait for their object in
-:meth:`wait_committed` and, during an outage older than ``max_block_ms``, are refused up front by
-:meth:`check_available` (:class:`StoreUnavailable`), so a long outage does not pile up retried appends.
+:class:`BufferFull`); nothing is ever dropped. An ``ack=s3`` append carries a future that resolves when its
+object is published, or fails with :class:`StoreUnavailable` when that has not happened within
+``max_block_ms`` (the flush thread watches the deadlines); during an outage older than ``max_block_ms`` such
+appends are refused up front by :meth:`check_available`, so a long outage does not pile up retried appends.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import logging
 import threading
 from collections import deque
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import InvalidStateError, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -69,7 +70,9 @@ class BufferedAppend:
     nbytes: int
     local_seq: int
     rolls: tuple[int, ...] = ()
+    #: ``ack=s3``: resolves with the WAL object's seq once published (StoreUnavailable after ``max_block_ms``)
     future: concurrent.futures.Future[int] | None = None
+    deadline: float = 0.0  # when ``future`` gives up (set by ``add``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +141,7 @@ class Uploader:
         self._failing_since: float | None = None  # first failed upload attempt since the last PUT that landed
         self._last_error: S3StreamError | None = None
         self._stop = threading.Event()  # set at close and on failure: cuts a retry's backoff short
+        self._awaiting: deque[BufferedAppend] = deque()  # added appends with a future, by deadline
         self.puts = 0
         self.bytes_put = 0
         self._last_put_at: float | None = self._clock.monotonic()
@@ -225,28 +229,6 @@ class Uploader:
                 f"{self._buf.nbytes + self._inflight_bytes} bytes of buffer.bytes={self._buffer_bytes} are not in "
                 f"the object store yet{why}; nothing was written, retry later")
 
-    def wait_committed(self, future: concurrent.futures.Future[int]) -> int:
-        """``ack=s3``: wait for the WAL object holding an added append, at most ``max_block_ms``.
-
-        Raises:
-            StoreUnavailable: not committed in time; the records stay in the local WAL and may still be
-                committed (a retry of the append may duplicate them).
-            Fenced, Closed: the node stopped before the object was committed.
-        """
-        done = threading.Event()
-        future.add_done_callback(lambda _f: done.set())
-        deadline = self._clock.monotonic() + self._max_block_s
-        while not done.is_set():
-            remaining = deadline - self._clock.monotonic()
-            if remaining <= 0:
-                with self._cond:
-                    why = "" if self._last_error is None else f" (last upload error: {self._last_error})"
-                raise StoreUnavailable(f"node {self._node_id}: the append's WAL object was not committed within "
-                                       f"{self._max_block_s * 1000:.0f} ms{why}; its records are in the local WAL "
-                                       "and may still be committed: a retry may duplicate them")
-            self._clock.wait(done, remaining)
-        return future.result()
-
     def add(self, item: BufferedAppend) -> None:
         """Buffer an append (caller holds the node's append lock, so order == local WAL order)."""
         with self._cond:
@@ -257,6 +239,10 @@ class Uploader:
             self._buf.items.append(item)
             self._buf.nbytes += item.nbytes
             self._added += 1
+            if item.future is not None:
+                item.deadline = self._clock.monotonic() + self._max_block_s
+                self._awaiting.append(item)
+                first = first or len(self._awaiting) == 1  # the flush thread watches its deadline
             if first or self._buf.nbytes >= self._flush_bytes:
                 # the first item starts the flush.interval.ms timer: wake the flush thread so it waits for
                 # the interval, not for its idle poll (which would delay ack=s3 appends by up to 0.5 s)
@@ -326,24 +312,54 @@ class Uploader:
 
     def _run(self) -> None:
         while True:
+            expired: list[BufferedAppend] = []
+            future: concurrent.futures.Future[FlushedObject] | None = None
             with self._cond:
-                while not self._closing and self._failed is None and (
-                        not self._due() or len(self._inflight) >= self._concurrency):
+                while not self._closing and self._failed is None:
+                    expired = self._expired_locked() if self._awaiting else []
+                    if expired or (self._due() and len(self._inflight) < self._concurrency):
+                        break
                     timeout = 0.5
                     # with every upload slot busy, only a finished upload (it notifies) can let us go on:
                     # a timeout computed from an overdue flush would be 0, a busy loop holding the GIL
                     if len(self._inflight) < self._concurrency and self._buf.first_at is not None:
                         timeout = max(0.0, self._buf.first_at + self._interval_s - self._clock.monotonic())
+                    if self._awaiting:
+                        timeout = min(timeout, max(0.0, self._awaiting[0].deadline - self._clock.monotonic()))
                     self._cond.wait(min(timeout, 0.5))
-                if self._failed is not None or (self._closing and not self._buf.items):
-                    return
-                items, nbytes = self._take()
-                seq = self._next_seq
-                self._next_seq += 1
-                future = self._pool.submit(self._upload, seq, items)
-                self._inflight.append(_InFlight(seq, items, nbytes, future))
-                self._inflight_bytes += nbytes
-            future.add_done_callback(self._on_upload_done)
+                if not expired:
+                    if self._failed is not None or (self._closing and not self._buf.items):
+                        return
+                    items, nbytes = self._take()
+                    seq = self._next_seq
+                    self._next_seq += 1
+                    future = self._pool.submit(self._upload, seq, items)
+                    self._inflight.append(_InFlight(seq, items, nbytes, future))
+                    self._inflight_bytes += nbytes
+            if future is not None:
+                future.add_done_callback(self._on_upload_done)
+            for item in expired:
+                self._give_up(item)
+
+    def _expired_locked(self) -> list[BufferedAppend]:
+        """The ``ack=s3`` appends whose deadline passed before their object was published (oldest first)."""
+        now = self._clock.monotonic()
+        out: list[BufferedAppend] = []
+        while self._awaiting:
+            head = self._awaiting[0]
+            if head.future is not None and not head.future.done():
+                if head.deadline > now:
+                    break
+                out.append(head)
+            self._awaiting.popleft()
+        return out
+
+    def _give_up(self, item: BufferedAppend) -> None:
+        why = "" if self._last_error is None else f" (last upload error: {self._last_error})"
+        error = StoreUnavailable(f"node {self._node_id}: the append's WAL object was not committed within "
+                                 f"{self._max_block_s * 1000:.0f} ms{why}; its records are in the local WAL "
+                                 "and may still be committed: a retry may duplicate them")
+        _settle(item.future, error=error)
 
     def _on_upload_done(self, _future: concurrent.futures.Future[FlushedObject]) -> None:
         try:
@@ -366,8 +382,7 @@ class Uploader:
                 flushed = head.future.result()
                 self._on_flushed(flushed, head.items)
                 for item in head.items:
-                    if item.future is not None and not item.future.done():
-                        item.future.set_result(flushed.seq)
+                    _settle(item.future, flushed.seq)
                 self._crash.hit("flush.before_trim")
                 self._trim_local(max(i.local_seq for i in head.items))
                 with self._cond:
@@ -390,8 +405,7 @@ class Uploader:
             self._cond.notify_all()
         err = exc if isinstance(exc, Exception) else Closed(f"node {self._node_id} stopped: {exc!r}")
         for item in pending:
-            if item.future is not None and not item.future.done():
-                item.future.set_exception(err)
+            _settle(item.future, error=err)
         if isinstance(exc, Fenced):
             log.error("node %s was fenced by another process; it stops accepting appends", self._node_id)
         elif not isinstance(exc, Exception):
@@ -502,6 +516,20 @@ class Uploader:
             assigned = self._next_seq  # sequences below this are ours (some may be in flight right now)
         if latest_wal_seq(self._store, self._node_id, after=seq - 1) >= assigned:
             raise Fenced(f"WAL namespace {self._node_id} moved past seq {seq} while this node was paused")
+
+
+def _settle(future: concurrent.futures.Future[int] | None, seq: int = -1, *, error: BaseException | None = None
+            ) -> None:
+    """Resolve an append's future unless it is resolved already (published, failed or given up)."""
+    if future is None or future.done():
+        return
+    try:
+        if error is None:
+            future.set_result(seq)
+        else:
+            future.set_exception(error)
+    except InvalidStateError:  # resolved by another thread in between
+        pass
 
 
 def _is_outage(exc: S3StreamError) -> bool:

@@ -20,8 +20,8 @@ from benchmarks.suite.registry import WORKLOADS
 
 ROOT = Path(__file__).resolve().parents[2]
 
-EVERY_COMMAND = {"engine", "compaction", "retention", "recovery", "spark-compaction", "suite", "ingest", "e2e",
-                 "catchup", "mixed", "render", "summary"}
+EVERY_COMMAND = {"engine", "compaction", "retention", "recovery", "spark-compaction", "small-appends", "suite",
+                 "ingest", "e2e", "catchup", "mixed", "render", "summary"}
 
 
 def test_help_lists_every_workload() -> None:

@@ -21,7 +21,7 @@ import s3stream
 from s3stream import IdSource, Record
 from s3stream.base.crashpoints import CrashPoints, SimulatedCrash
 from s3stream.base.errors import S3StreamError
-from s3stream.format.segment import format as seg_format
+from s3stream.format.segment import writer as seg_format
 from s3stream.manifest.model import SegmentRef
 from s3stream.objectstore.local import LocalObjectStore
 from s3stream.objectstore.protocol import ObjectStore

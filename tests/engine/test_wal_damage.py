@@ -22,8 +22,8 @@ import pytest
 import s3stream
 from s3stream import Record
 from s3stream.base.errors import CorruptData, LocalWalCorrupt, LocalWalFull, LocalWalUnavailable, S3StreamError
+from wal import file_storage as wal_storage
 from wal import frame as wal_frame
-from wal import storage as wal_storage
 
 from .helpers import T0, abandon, open_mem, read_all
 

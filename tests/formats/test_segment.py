@@ -226,9 +226,9 @@ def test_invalid_read_arguments() -> None:
 
 
 def test_unsupported_version_is_corrupt(monkeypatch: pytest.MonkeyPatch) -> None:
-    from s3stream.format.segment import format as fmt
+    from s3stream.format.segment import writer
 
-    monkeypatch.setattr(fmt, "SEGMENT_FORMAT_VERSION", 99)
+    monkeypatch.setattr(writer, "SEGMENT_FORMAT_VERSION", 99)
     data, _ = encode_segment(simple_batch([1, 2]), base_offset=1, last_offset=2)
     monkeypatch.undo()
     with pytest.raises(CorruptData, match="version"):

@@ -92,7 +92,7 @@ def test_read_all_crc_catches_what_page_checksums_cannot(segment: tuple[bytes, p
 def test_footer_index_inconsistent_with_data_is_corrupt(segment: tuple[bytes, pa.Table, int],
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """A writer bug (index says other offsets than the rows hold) is caught when the rows are read."""
-    from s3stream.format.segment import format as fmt
+    from s3stream.format.segment import writer as fmt
 
     real = fmt._index_json
 

@@ -11,6 +11,7 @@ import pytest
 from s3stream.base.errors import CorruptData, ObjectNotFound, TransientError
 from s3stream.base.records import HEADER_TYPE, RECORD_SCHEMA
 from s3stream.format.segment import FOOTER_FETCH_BYTES, RangedFile, SegmentReader, encode_segment
+from s3stream.format.segment.readahead import ReadAhead
 
 from .strategies import simple_batch
 
@@ -216,8 +217,8 @@ def test_fetch_error_inside_pyarrow_read_passes_through(monkeypatch: pytest.Monk
                                                         big_segment: tuple[bytes, pa.RecordBatch]) -> None:
     data, _ = big_segment
     # nothing is fetched ahead of pyarrow's reads: pyarrow fetches via RangedFile
-    monkeypatch.setattr(SegmentReader, "_fetch_needed", lambda self, g, *a, **k: g + 1)
-    monkeypatch.setattr(SegmentReader, "_read_ahead", lambda *a, **k: None)
+    monkeypatch.setattr(ReadAhead, "fetch_needed", lambda self, groups, g, *a, **k: g + 1)
+    monkeypatch.setattr(ReadAhead, "keep_ahead", lambda *a, **k: None)
     monkeypatch.setattr(RangedFile, "wait", lambda *a, **k: None)
     fetch = CountingFetch(data)
     reader = SegmentReader(fetch, len(data), source="big")

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from s3stream.base.errors import InternalError
 from s3stream.format.segment import SegmentReader, SegmentSummary, SegmentWriter, encode_segment
-from s3stream.format.segment.format import verify_footer
+from s3stream.format.segment.footer_crc import verify_footer
 
 from .strategies import batches, simple_batch
 

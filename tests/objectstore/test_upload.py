@@ -16,7 +16,8 @@ from prometheus_client import CollectorRegistry, Counter
 from s3stream.base.errors import InvalidRequest, ObjectNotFound, TransientError
 from s3stream.base.ids import IdSource
 from s3stream.objectstore.directwrite import STAGING_BYTES
-from s3stream.objectstore.local import LOCAL_SYNC_BYTES, LocalObjectStore
+from s3stream.objectstore.local import LocalObjectStore
+from s3stream.objectstore.local_upload import LOCAL_SYNC_BYTES
 from s3stream.objectstore.memory import MemoryObjectStore, _MemoryUpload
 from s3stream.objectstore.metered import MeteredObjectStore
 from s3stream.objectstore.prefixed import PrefixedObjectStore

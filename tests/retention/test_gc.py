@@ -152,3 +152,38 @@ def test_wal_objects_of_deleted_topics_are_collected(mem_url: str, tmp_path: Pat
         assert sorted(report.deleted["wal_object"]) == wal[:3]
         assert _wal_keys(store) == wal[3:]
         assert [r.value for r in store.partition("kept", 0).read(0)] == [b"v"]
+
+
+def test_abandoned_job_directories_are_collected_live_ones_kept(
+        mem_url: str, tmp_path: Path, clock: ManualClock) -> None:
+    """A crashed Spark job leaves ``_spark/jobs/{id}/``; a running one keeps its heartbeat fresh."""
+    from s3stream.base import layout
+
+    with open_at(mem_url, tmp_path / "wal", clock, orphan_min_age_ms=0) as store:
+        objects = store.object_store
+        crashed = [layout.job_heartbeat_key("crashed"), layout.job_map_key("crashed", "tid", 0)]
+        live = [layout.job_heartbeat_key("live"), layout.job_map_key("live", "tid", 1)]
+        for key in crashed + live:
+            objects.put(key, b"x")
+        objects.put("_spark/other", b"not a job directory")
+        for _ in range(layout.JOB_ABANDONED_AFTER_MS // layout.JOB_HEARTBEAT_INTERVAL_MS):
+            assert store.collect_garbage().count("abandoned_job") == 0
+            clock.advance(layout.JOB_HEARTBEAT_INTERVAL_MS)
+            objects.put(live[0], b"x")  # the live job's heartbeat
+        assert store.collect_garbage(dry_run=True).deleted["abandoned_job"] == crashed
+        assert all(exists(objects, k) for k in crashed)
+        report = store.collect_garbage()
+        assert sorted(report.deleted["abandoned_job"]) == sorted(crashed)
+        assert not any(exists(objects, k) for k in crashed)
+        assert all(exists(objects, k) for k in live) and exists(objects, "_spark/other")
+
+
+def test_abandoned_jobs_wait_for_orphan_min_age_too(mem_url: str, tmp_path: Path, clock: ManualClock) -> None:
+    from s3stream.base import layout
+
+    with open_at(mem_url, tmp_path / "wal", clock, orphan_min_age_ms=DAY) as store:
+        store.object_store.put(layout.job_map_key("crashed", "tid", 0), b"x")
+        clock.advance(DAY - 1)
+        assert store.collect_garbage().count("abandoned_job") == 0
+        clock.advance(1)
+        assert store.collect_garbage().count("abandoned_job") == 1

@@ -15,6 +15,8 @@ pytestmark = pytest.mark.spark
 
 
 def _read(spark: Any, url: str, **options: str) -> Any:
+    """A batch read; with the headers column unless ``includeHeaders`` says otherwise (rows compare them)."""
+    options.setdefault("includeHeaders", "true")
     reader = spark.read.format("s3stream").option("url", url)
     for k, v in options.items():
         reader = reader.option(k, v)
@@ -40,6 +42,13 @@ def test_batch_read_equals_python_api(spark: Any, orders: Any) -> None:
     assert set(table.column("topic").to_pylist()) == {"orders"}
     assert set(table.column("timestampType").to_pylist()) == {0}
     assert len(spark_rows(table)) == 75
+
+
+def test_no_headers_column_by_default_as_kafkas_source(spark: Any, orders: Any) -> None:
+    url, store = orders
+    df = spark.read.format("s3stream").option("url", url).option("subscribe", "orders").load()
+    assert df.columns == ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType"]
+    assert [r[:5] for r in spark_rows(df.toArrow())] == [r[:5] for r in expected(store, "orders")]
 
 
 def test_offset_bounds_json_and_sentinels(spark: Any, orders: Any) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 import shutil
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -133,3 +134,25 @@ def test_cli_export(spark: Any, store_dir: Path, tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["spark", "compact", "orders", "--url", url, "--master", "local[2]"])
     assert result.exit_code == 0, result.output  # not compacted: nothing eligible
     assert "0 partition(s) cleaned" in result.output
+
+
+def test_job_heartbeat_is_refreshed_while_running_and_deleted_after() -> None:
+    """What keeps store GC away from a running job's scratch directory (s3stream.maintenance.gc)."""
+    from s3stream.apps.spark.jobs import JobHeartbeat
+    from s3stream.base import layout
+    from s3stream.objectstore.memory import MemoryObjectStore
+
+    beats = threading.Semaphore(0)
+
+    class Counting(MemoryObjectStore):
+        def put(self, key: str, data: Any, **kw: Any) -> Any:
+            meta = super().put(key, data, **kw)
+            beats.release()
+            return meta
+
+    store = Counting()
+    with JobHeartbeat(store, "job-1", interval_ms=5):
+        for _ in range(3):  # the first PUT on entry, then refreshes
+            assert beats.acquire(timeout=30)
+        assert [e.key for e in store.list(layout.JOBS_PREFIX)] == [layout.job_heartbeat_key("job-1")]
+    assert list(store.list(layout.JOBS_PREFIX)) == []

@@ -12,7 +12,10 @@ def test_batch_defaults_and_case_insensitivity() -> None:
     opts = parse_read_options({"URL": "file:///x", "Subscribe": "a, b"}, streaming=False)
     assert opts.url == "file:///x" and opts.topics == ("a", "b")
     assert opts.starting.default == EARLIEST and opts.ending.default == LATEST
-    assert opts.fail_on_data_loss and opts.include_headers and opts.push_filters
+    assert opts.fail_on_data_loss and opts.push_filters
+    assert not opts.include_headers  # as Spark's Kafka source
+    assert parse_read_options({"url": "u", "topic": "a", "includeHeaders": "TRUE"},
+                              streaming=False).include_headers
     assert parse_read_options({"url": "u", "topic": "a"}, streaming=True).starting.default == LATEST
 
 

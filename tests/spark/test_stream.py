@@ -29,6 +29,7 @@ class Collector:
 
 
 def run_available_now(spark: Any, url: str, checkpoint: Path, sink: Collector, **options: str) -> None:
+    options.setdefault("includeHeaders", "true")  # the rows compare headers too
     reader = spark.readStream.format("s3stream").option("url", url)
     for k, v in options.items():
         reader = reader.option(k, v)

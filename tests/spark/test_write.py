@@ -125,7 +125,8 @@ def test_streaming_write_is_idempotent_per_micro_batch(spark: Any, sink_store: A
 
     def run() -> None:
         q = (spark.readStream.format("s3stream").option("url", url).option("subscribe", "source")
-             .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", "10").load()
+             .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", "10")
+             .option("includeHeaders", "true").load()
              .selectExpr("key", "value", "partition", "timestamp", "headers")
              .writeStream.format("s3stream").option("url", url).option("topic", "sink")
              .option("checkpointLocation", str(ckpt)).trigger(availableNow=True).start())

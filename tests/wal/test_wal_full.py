@@ -13,7 +13,7 @@ import pytest
 
 from tests.wal.wal_testkit import WAIT_S, RecordingStorage, payload_for
 from wal import MemoryWalStorage, WalEntry, WalError, WalFull, WalWriter
-from wal import storage as wal_storage
+from wal import file_storage as wal_storage
 
 
 def test_no_space_at_a_write_stops_the_writer_until_resume(mem: MemoryWalStorage) -> None:

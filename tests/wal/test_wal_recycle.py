@@ -12,8 +12,9 @@ import pytest
 
 from tests.wal.wal_testkit import payload_for
 from wal import WalCorrupt, WalWriter, encode_frame
+from wal.file_storage import SPARE_FILE_NAME, FileWalStorage
 from wal.frame import FILE_HEADER_SIZE, encode_file_header
-from wal.storage import END_MARK_BYTES, SPARE_FILE_NAME, FileWalStorage
+from wal.storage import END_MARK_BYTES
 
 FILE_BYTES = 4096
 PAYLOAD = 180

@@ -78,7 +78,7 @@ def test_an_invalid_record_is_ignored_with_a_warning(tmp_path: Path, garbage: by
     flipped[5] ^= 1
     for data in (garbage, bytes(flipped)):
         record.write_bytes(data)
-        with caplog.at_level(logging.WARNING, logger="wal.writer"), WalWriter(tmp_path) as writer:
+        with caplog.at_level(logging.WARNING, logger="wal.trim_point"), WalWriter(tmp_path) as writer:
             assert writer.trim_seq == 0  # everything is replayed: slower, never wrong
         assert "invalid trim point" in caplog.text
         caplog.clear()
@@ -99,7 +99,7 @@ def test_a_failed_save_is_only_logged(tmp_path: Path, caplog: pytest.LogCaptureF
     with WalWriter(tmp_path) as writer:
         writer.append(b"a")
         (tmp_path / f"{TRIM_POINT_FILE_NAME}.tmp").mkdir()  # the temp file cannot be created
-        with caplog.at_level(logging.WARNING, logger="wal.writer"):
+        with caplog.at_level(logging.WARNING, logger="wal.trim_point"):
             writer.trim(0)
         assert writer.trim_seq == 1 and "cannot save the trim point" in caplog.text
         (tmp_path / f"{TRIM_POINT_FILE_NAME}.tmp").rmdir()

@@ -5,13 +5,22 @@ and their start/end offsets (:mod:`s3stream.apps.spark.positions`), take one man
 and turn each into read tasks (:func:`s3stream.apps.spark.planning.plan_partition`): one input partition per
 sealed segment or per run of WAL-object chunks. ``read`` runs on executors and yields Arrow record
 batches (:mod:`s3stream.apps.spark.tasks`). Filter pushdown (:mod:`s3stream.apps.spark.pushdown`) narrows the plan
-before it is made; :class:`PushdownBatchReader` offers it, :class:`BatchReader` does not (Spark refuses a
-reader with ``pushFilters`` unless ``spark.sql.python.filterPushdown.enabled`` is true).
+before it is made; :class:`PushdownBatchReader` offers it, :class:`BatchReader` does not.
+
+Which one the source returns follows the session's setting, which a data source cannot see; but Spark
+plans a Python read in one of two worker modules. ``data_source_pushdown_filters`` runs only when
+``spark.sql.python.filterPushdown.enabled`` is true and the query has filters, and calls ``pushFilters``;
+``plan_data_source_read`` plans every other read and, on a session without that setting (Spark's
+default), refuses a reader that defines ``pushFilters`` (``DATA_SOURCE_PUSHDOWN_DISABLED``). So the
+pushdown reader is returned only to the former (:func:`pushdown_planner_calling`); a later pyspark
+that renames it costs the pushdown, never the query.
 """
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
@@ -23,7 +32,23 @@ from s3stream.apps.spark.pushdown import apply_filters
 from s3stream.apps.spark.snapshot import LogReader
 from s3stream.apps.spark.tasks import read_task
 
-__all__ = ["BatchReader", "PushdownBatchReader", "plan_batch"]
+__all__ = ["BatchReader", "PushdownBatchReader", "plan_batch", "pushdown_planner_calling"]
+
+#: The pyspark worker module that plans a read with filter pushdown (pyspark/sql/worker/).
+_PUSHDOWN_PLANNER = "data_source_pushdown_filters"
+
+
+def pushdown_planner_calling() -> bool:
+    """Whether Spark's filter-pushdown planner is on the call stack (see the module docstring)."""
+    frame = inspect.currentframe()
+    try:
+        while frame is not None:
+            if Path(frame.f_code.co_filename).stem == _PUSHDOWN_PLANNER:
+                return True
+            frame = frame.f_back
+        return False
+    finally:
+        del frame  # no reference cycle through this frame
 
 
 def plan_batch(opts: ReadOptions, bounds: Bounds | None = None) -> list[ReadTask]:

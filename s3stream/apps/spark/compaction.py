@@ -11,7 +11,7 @@ pure parts, so a partition compacts to exactly the same records, offsets and tom
   :class:`cleaner.offsetmap.OffsetMapBuilder`, reading only the ``offset`` and ``key`` columns. Its
   bounded size (``log.cleaner.dedupe.buffer.size``) keeps partial cleaning identical to the cleaner's.
   The map goes to a job-scoped object (``_spark/jobs/{job}/maps/...``, Arrow IPC) that rewrite tasks
-  read, so the driver never holds it; the job deletes it at the end.
+  read, so the driver never holds it; the job deletes it at the end (store GC, if the job crashed).
 * **rewrite** (one task per group of segments, :func:`rewrite_group`): groups from
   :func:`cleaner.grouping.group_segments`; each group's records pass :func:`cleaner.keep.retain` (the one
   definition of which records survive, with the same ``now``) and are PUT as one cleaned segment covering
@@ -84,7 +84,7 @@ class PartitionPlan:
 
     @property
     def map_key(self) -> str:
-        return f"_spark/jobs/{self.job_id}/maps/{self.topic_id}-{self.partition}.arrow"
+        return layout.job_map_key(self.job_id, self.topic_id, self.partition)
 
 
 @dataclass(frozen=True, slots=True)

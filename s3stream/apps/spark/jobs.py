@@ -6,10 +6,12 @@
   result is identical to the in-process cleaner's (same keep rules, groups, checkpoint, horizons).
   Claiming a new cleaner epoch fences the in-process cleaner of a running ``s3stream serve`` for those
   partitions: it leaves them alone until it restarts (run the job when the server's cleaner is off, or
-  let the job own compaction of those topics).
+  let the job own compaction of those topics). While it runs, the driver keeps a heartbeat object in the
+  job's scratch directory fresh (:class:`JobHeartbeat`), so store GC leaves the directory alone; GC deletes
+  it only once the heartbeat stopped, i.e. after a crash that skipped the job's own cleanup.
 * :func:`export`: a topic (or any read options) as a Parquet (or other format) table, partitioned by
   ``partition`` by default; columns are the source's (key, value, topic, partition, offset, timestamp,
-  timestampType, headers).
+  timestampType) and headers (``includeHeaders`` on, so a backfill restores them).
 * :func:`backfill`: append a table with columns value and optionally key, partition, timestamp,
   headers to a topic. When the table has ``partition`` and ``offset`` columns (an export) each partition's
   records are appended in offset order.
@@ -20,7 +22,9 @@ executors need s3stream installed and the store reachable (``docs/spark.md``).
 
 from __future__ import annotations
 
+import json
 import logging
+import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -37,15 +41,17 @@ from s3stream.apps.spark.compaction import (
 )
 from s3stream.apps.spark.session import register
 from s3stream.apps.spark.snapshot import LogReader
+from s3stream.base import layout
 from s3stream.base.clock import SystemClock
 from s3stream.base.errors import CommitConflict, Fenced, S3StreamError
 from s3stream.base.ids import IdSource
 from s3stream.base.settings import StoreSettings
+from s3stream.objectstore.protocol import ObjectStore
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["CompactReport", "PartitionOutcome", "backfill", "compact", "export"]
+__all__ = ["CompactReport", "JobHeartbeat", "PartitionOutcome", "backfill", "compact", "export"]
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +85,44 @@ class CompactReport:
     @property
     def cleaned(self) -> list[PartitionOutcome]:
         return [o for o in self.outcomes if o.status == "cleaned"]
+
+
+class JobHeartbeat:
+    """Re-PUTs ``layout.job_heartbeat_key(job_id)`` every ``interval_ms`` from a daemon thread while entered.
+
+    Store GC deletes a job directory whose newest object is older than ``layout.JOB_ABANDONED_AFTER_MS``:
+    the heartbeat keeps a live job's directory young however long its tasks take. On exit the heartbeat
+    object is deleted (the caller deletes the rest).
+    """
+
+    def __init__(self, store: ObjectStore, job_id: str, *,
+                 interval_ms: int = layout.JOB_HEARTBEAT_INTERVAL_MS) -> None:
+        self._store = store
+        self._key = layout.job_heartbeat_key(job_id)
+        self._body = json.dumps({"job_id": job_id}).encode()
+        self._interval_s = interval_ms / 1000.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name=f"s3stream-job-heartbeat-{job_id}", daemon=True)
+
+    def __enter__(self) -> JobHeartbeat:
+        self._store.put(self._key, self._body)  # before any scratch object: GC never sees them without it
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        try:
+            self._store.delete(self._key)
+        except S3StreamError as err:
+            log.warning("could not delete %s (GC will once it is old): %s", self._key, err)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self._interval_s):
+            try:
+                self._store.put(self._key, self._body)
+            except S3StreamError as err:  # the next beat retries; GC waits ten intervals
+                log.warning("job heartbeat %s failed: %s", self._key, err)
 
 
 def _plans(reader: LogReader, url: str, job_id: str, topics: Iterable[str], partitions: Sequence[int] | None,
@@ -130,11 +174,12 @@ def compact(spark: SparkSession, url: str, topics: str | Sequence[str], *, parti
         plans = _plans(reader, url, job, names, partitions, now, settings, force, report)
         if not plans:
             return report
-        try:
-            _run(spark, reader, plans, report)
-        finally:
-            for p in plans:
-                _quiet_delete(reader, p.map_key)
+        with JobHeartbeat(reader.object_store, job):
+            try:
+                _run(spark, reader, plans, report)
+            finally:
+                for p in plans:
+                    _quiet_delete(reader, p.map_key)
     return report
 
 
@@ -179,7 +224,8 @@ def export(spark: SparkSession, url: str, topic: str, path: str, *, format: str 
            read_options: Mapping[str, str] | None = None) -> None:
     """Write ``topic``'s records (every partition, log start to end, or as ``read_options`` say) to ``path``."""
     register(spark)
-    reader = spark.read.format("s3stream").option("url", url).option("subscribe", topic)
+    reader = (spark.read.format("s3stream").option("url", url).option("subscribe", topic)
+              .option("includeHeaders", "true"))
     for key, value in (read_options or {}).items():
         reader = reader.option(key, value)
     writer = reader.load().write.mode(mode).format(format)

@@ -22,9 +22,10 @@ Reading (batch ``spark.read`` and streaming ``spark.readStream``):
   partitions in proportion to their backlog.
 * ``failOnDataLoss`` (default ``true``): when retention or compaction removed offsets a query still needed,
   fail; ``false`` skips to the log start with a warning.
-* ``includeHeaders`` (default ``true``, unlike Kafka's ``false``): whether the ``headers`` column exists.
-* ``pushFilters`` (default ``true``): offer filter pushdown to Spark; needs the session setting
-  ``spark.sql.python.filterPushdown.enabled=true`` (the session factory sets it).
+* ``includeHeaders`` (default ``false``, as Kafka's): whether the ``headers`` column exists.
+* ``pushFilters`` (default ``true``): push filters down where the session allows it
+  (``spark.sql.python.filterPushdown.enabled=true``, which the session factory sets; elsewhere Spark
+  applies every filter itself); ``false`` never pushes.
 
 Writing (``df.write`` / ``df.writeStream``): ``url``, ``topic`` (else a ``topic`` column names it per
 row), and ``writerId``: the identity under which a streaming query's committed batch ids are kept
@@ -86,7 +87,7 @@ class ReadOptions:
     timestamp_strategy: Literal["error", "latest"] = "error"
     max_offsets_per_trigger: int | None = None
     fail_on_data_loss: bool = True
-    include_headers: bool = True
+    include_headers: bool = False
     push_filters: bool = True
 
 
@@ -228,7 +229,7 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOp
         timestamp_strategy="latest" if strategy == "latest" else "error",
         max_offsets_per_trigger=None if max_offsets is None else _int(max_offsets, "maxOffsetsPerTrigger", minimum=1),
         fail_on_data_loss=_bool(opts, "failOnDataLoss", True),
-        include_headers=_bool(opts, "includeHeaders", True),
+        include_headers=_bool(opts, "includeHeaders", False),
         push_filters=_bool(opts, "pushFilters", True),
     )
 

@@ -18,7 +18,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from s3stream.apps.spark.batch import BatchReader, PushdownBatchReader
+from s3stream.apps.spark.batch import BatchReader, PushdownBatchReader, pushdown_planner_calling
 from s3stream.apps.spark.options import parse_read_options, parse_write_options
 from s3stream.apps.spark.schema import spark_ddl
 from s3stream.base.errors import InvalidConfig
@@ -34,12 +34,13 @@ class S3StreamDataSource(DataSource):
         return "s3stream"
 
     def schema(self) -> str:
-        value = str(self.options.get("includeHeaders", "true"))  # Spark's options are case-insensitive
-        return spark_ddl(include_headers=value.strip().lower() != "false")
+        value = str(self.options.get("includeHeaders", "false"))  # Spark's options are case-insensitive
+        return spark_ddl(include_headers=value.strip().lower() == "true")
 
     def reader(self, schema: StructType) -> DataSourceReader:
         opts = parse_read_options(self.options, streaming=False)
-        return PushdownBatchReader(opts) if opts.push_filters else BatchReader(opts)
+        # only where the session enables pushdown: elsewhere Spark refuses a reader with pushFilters
+        return PushdownBatchReader(opts) if opts.push_filters and pushdown_planner_calling() else BatchReader(opts)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         from s3stream.apps.spark.stream import StreamReader

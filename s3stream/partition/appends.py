@@ -1,0 +1,291 @@
+"""Appends of one partition: the queue, its drain rounds, and the local WAL entries they write.
+
+Every append (``append``, ``append_async``, ``append_arrow``) is validated in the caller's thread
+(:mod:`.validate`) and queued here with its future. A *drain round* takes everything queued, assigns offsets
+from the log end in queue order, applies the roll rules append by append (ROLL-1..4, exactly as if each came
+alone), and writes each run of appends between rolls as ONE Arrow batch: one local WAL entry (after a roll
+entry when a boundary was decided), one buffered append for the flush pipeline, one tail-cache batch. So
+concurrent appends to a partition share a WAL entry and an fsync, and a one-record append costs no Arrow
+call of its own. Rounds run one at a time per partition, and while ``MAX_IN_FLIGHT`` of its entries await
+their fsync the next round waits for one (group commit at the partition: the appends arriving meanwhile
+share the next entry); a round runs in the appending thread for a blocking ``append`` that may start one at
+once, else on the node's drainer thread (:mod:`s3stream.write.drainer`), which the fsync that frees a slot
+asks to go on.
+
+Ack (each append's future): ``wal`` once its entry is fsynced (resolved on the WAL's fsync thread), ``s3``
+once its WAL object is committed (on the flush pipeline's thread; StoreUnavailable after ``max.block.ms``).
+A round that fails before its entry is written (fenced, closed, the claim failed, the local WAL refused it)
+fails the appends not yet written, and nothing of them is in the log. Atomicity is per append: its records
+are consecutive and in one WAL entry.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Sequence
+from concurrent.futures import Future, InvalidStateError
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from s3stream.base.errors import InternalError, S3StreamError
+from s3stream.base.records import AppendResult
+from s3stream.base.topic_config import TopicConfig
+from s3stream.format.walentry import AppendEntry, RollEntry, encode_entry
+from s3stream.partition.state import LogState
+from s3stream.partition.validate import PreparedAppend, batch_of
+from s3stream.partition.writer import WriterState
+from s3stream.policy.roll import should_roll
+from s3stream.write.drainer import AppendDrainer
+from s3stream.write.localwal import append_failed
+from s3stream.write.node_runtime import NodeRuntime
+from s3stream.write.uploader import BufferedAppend
+from wal import WalError
+
+__all__ = ["GROUP_BYTES", "MAX_IN_FLIGHT", "Appender"]
+
+log = logging.getLogger(__name__)
+
+#: a round's appends share one WAL entry up to this many bytes (a larger append goes alone: no copy)
+GROUP_BYTES = 256 << 10
+#: a partition's WAL entries written and not yet fsynced before its next round waits for one (as the WAL's
+#: own fsyncs in flight): appends arriving meanwhile queue up and share the next entry
+MAX_IN_FLIGHT = 2
+
+
+@dataclass(slots=True)
+class _Queued:
+    prepared: PreparedAppend
+    ack_s3: bool
+    future: Future[AppendResult]
+    started: float
+    node: NodeRuntime
+    result: AppendResult | None = None
+
+
+class Appender:
+    """The append queue of one partition (thread-safe); see the module docstring."""
+
+    def __init__(self, state: LogState) -> None:
+        self._state = state
+        self._cond = threading.Condition(threading.Lock())
+        self._items: list[_Queued] = []
+        self._draining = False  # a round runs or is requested: it takes whatever is queued
+        self._in_flight = 0  # WAL entries written and not yet fsynced: at MAX_IN_FLIGHT the next round waits
+        self._drainer: AppendDrainer | None = None  # while appends are queued or a round runs: it counts us busy
+
+    @property
+    def log_id(self) -> str:
+        return self._state.log_id
+
+    def submit(self, node: NodeRuntime, prepared: PreparedAppend, *, ack_s3: bool, started: float,
+               inline: bool) -> Future[AppendResult]:
+        """Queue a validated append; with ``inline``, run the round in this thread when one may start now."""
+        future: Future[AppendResult] = Future()
+        future.set_running_or_notify_cancel()  # a queued append cannot be taken back
+        with self._cond:
+            self._items.append(_Queued(prepared, ack_s3, future, started, node))
+            drainer = self._start_locked(node.drainer)
+        if drainer is not None and (not inline or self.drain_once()):
+            drainer.request(self)
+        return future
+
+    def _start_locked(self, drainer: AppendDrainer) -> AppendDrainer | None:
+        """With appends queued: the drainer, when a round may start now (the caller runs or requests it)."""
+        if self._drainer is None:
+            self._drainer = drainer
+            drainer.started()
+        if self._draining or self._in_flight >= MAX_IN_FLIGHT:
+            return None  # the round in progress, or the next entry's fsync, starts it
+        self._draining = True
+        return self._drainer
+
+    def _idle_locked(self) -> None:
+        if not self._items and not self._draining and self._drainer is not None:
+            self._drainer.finished()
+            self._drainer = None
+            self._cond.notify_all()
+
+    def wait_idle(self) -> None:
+        """Wait until every append queued so far is written (in the local WAL and the flush pipeline)."""
+        with self._cond:
+            while self._drainer is not None:
+                self._cond.wait(0.1)
+
+    def drain_once(self) -> bool:
+        """Write one round of queued appends; True when the next round may start at once (the caller runs it)."""
+        with self._cond:
+            items, self._items = self._items, []
+        try:
+            if items:
+                self._write(items)
+        except BaseException as exc:  # a simulated crash: nothing queued will be written
+            with self._cond:
+                rest, self._items = self._items, []
+                self._draining = False
+                self._idle_locked()
+            _fail(rest, exc)
+            raise
+        with self._cond:
+            more = bool(self._items) and self._in_flight < MAX_IN_FLIGHT
+            self._draining = more
+            self._idle_locked()
+        return more
+
+    def _entry_durable(self, _done: Future[int]) -> None:
+        """A round's WAL entry is fsynced (or failed): the appends queued meanwhile may go (fsync thread)."""
+        with self._cond:
+            self._in_flight -= 1
+            drainer = self._start_locked(self._drainer) if self._items and self._drainer is not None else None
+        if drainer is not None:
+            drainer.request(self)
+
+    # -- a round -------------------------------------------------------------------------------------
+
+    def _write(self, items: list[_Queued]) -> None:
+        st = self._state
+        node = items[0].node
+        done = 0
+        memory = 0
+        rolled = False
+        try:
+            node.uploader.check()  # a stopped node (fenced, closing) claims nothing and writes nothing
+            cfg = st.last_config()
+            now = st.host.clock.now_ms()
+            with st.lock:
+                w = st.ensure_writer(node)
+                while done < len(items):
+                    end, nbytes, roll = self._write_group(node, w, cfg, now, items, done)
+                    done, memory, rolled = end, memory + nbytes, rolled or roll
+        except Exception as exc:  # noqa: BLE001 - every error reaches the appends' futures, typed
+            _fail(items[done:], _typed(exc, self.log_id))
+        except BaseException as exc:
+            _fail(items[done:], exc)
+            raise
+        finally:
+            if memory:
+                st.host.note_memory(st.owner, memory)
+            if rolled:
+                st.host.request_seal(st.owner)
+
+    def _write_group(self, node: NodeRuntime, w: WriterState, cfg: TopicConfig, now: int, items: list[_Queued],
+                     start: int) -> tuple[int, int, bool]:
+        """Write ``items[start:end]`` as one WAL entry (after a roll entry when the first one rolls the segment);
+        return ``end``, its bytes and whether it rolled. Changes nothing unless the entry was written."""
+        base = w.leo
+        first = items[start].prepared
+        roll = should_roll(w.active.stats(), incoming_bytes=first.nbytes, incoming_max_ts=first.max_ts,
+                           incoming_last_offset=base + first.count - 1, now_ms=now,
+                           segment_bytes=cfg.segment_bytes, max_segment_ms=cfg.max_segment_ms)
+        seg = self._state.new_segment(cfg, now) if roll else w.active.copy()
+        end, offset, nbytes = start, base, 0
+        while end < len(items):
+            q = items[end]
+            p = q.prepared
+            if end > start and (nbytes + p.nbytes > GROUP_BYTES or should_roll(
+                    seg.stats(), incoming_bytes=p.nbytes, incoming_max_ts=p.max_ts,
+                    incoming_last_offset=offset + p.count - 1, now_ms=now, segment_bytes=cfg.segment_bytes,
+                    max_segment_ms=cfg.max_segment_ms)):
+                break
+            seg.add(p.nbytes, p.count, p.max_ts, offset + p.count)
+            q.result = AppendResult(offset, offset + p.count - 1)
+            offset += p.count
+            nbytes += p.nbytes
+            end += 1
+        group = items[start:end]
+        batch = batch_of([q.prepared for q in group], base)
+        s3_future: Future[int] | None = Future() if any(q.ack_s3 for q in group) else None
+        wal_future, local_seq = self._write_ahead(node, batch, nbytes, roll=roll, s3_future=s3_future)
+        if roll:
+            w.roll(seg, roll_seq=local_seq - 1)  # the roll entry went just before the batch
+        else:
+            w.active = seg
+        w.add_batch(batch, base, offset - 1, nbytes)
+        wal_acked = [q for q in group if not q.ack_s3]
+        if wal_acked:
+            wal_future.add_done_callback(lambda f: self._acked(wal_acked, f, node))
+        if s3_future is not None:
+            s3_acked = [q for q in group if q.ack_s3]
+            s3_future.add_done_callback(lambda f: self._acked(s3_acked, f, node))
+        with self._cond:
+            self._in_flight += 1
+        wal_future.add_done_callback(self._entry_durable)
+        return end, nbytes, roll
+
+    def _write_ahead(self, node: NodeRuntime, batch: pa.RecordBatch, nbytes: int, *, roll: bool,
+                     s3_future: Future[int] | None) -> tuple[Future[int], int]:
+        """The batch (after a roll entry) into the local WAL and the flush pipeline, in one order for both."""
+        log_id = self._state.log_id
+        base = int(batch.column(0)[0].as_py())
+        payload = encode_entry(AppendEntry(log_id, batch))
+        marker = encode_entry(RollEntry(log_id, base)) if roll else None
+        with node.append_lock:
+            node.uploader.check()
+            try:
+                if marker is not None:
+                    node.wal.append_async(marker)
+                local_seq = node.wal.next_seq
+                wal_future = node.wal.append_async(payload)
+            except WalError as exc:  # the writer stopped earlier: nothing of this batch was queued
+                raise append_failed(node, exc) from exc
+            node.uploader.add(BufferedAppend(log_id, batch, nbytes, local_seq, (base,) if roll else (), s3_future))
+        return wal_future, local_seq
+
+    def write_roll_marker(self, node: NodeRuntime, base_offset: int) -> int:
+        """An explicit roll, in the local WAL (``roll()`` seals at once, so the boundary is durable in the
+        manifest before it returns; a crash before that loses only an unacknowledged boundary)."""
+        payload = encode_entry(RollEntry(self._state.log_id, base_offset))
+        with node.append_lock:
+            node.uploader.check()
+            try:
+                seq = node.wal.next_seq
+                node.wal.append_async(payload)
+            except WalError as exc:
+                raise append_failed(node, exc) from exc
+        return seq
+
+    def _acked(self, group: Sequence[_Queued], done: Future[int], node: NodeRuntime) -> None:
+        """Resolve the futures of ``group`` (runs on the WAL's or the flush pipeline's thread: no blocking)."""
+        error = done.exception()
+        if error is not None:
+            if isinstance(error, WalError):
+                error = append_failed(node, error)
+            _fail(group, _typed(error, self.log_id))
+            return
+        host = self._state.host
+        now = host.clock.monotonic()
+        latency = host.metrics.ack_latency
+        records = nbytes = 0
+        for q in group:
+            assert q.result is not None
+            _settle(q.future, q.result)
+            latency.observe(now - q.started)
+            records += q.prepared.count
+            nbytes += q.prepared.nbytes
+        host.metrics.appended(self._state.topic, records, nbytes)
+
+
+def _typed(exc: BaseException, log_id: str) -> BaseException:
+    """What an append's future carries: S3StreamErrors as they are, anything else as an InternalError (a bug)."""
+    if isinstance(exc, S3StreamError) or not isinstance(exc, Exception):
+        return exc
+    log.error("append to %s failed unexpectedly", log_id, exc_info=exc)
+    error = InternalError(f"append to {log_id} failed: {exc!r}")
+    error.__cause__ = exc
+    return error
+
+
+def _settle(future: Future[AppendResult], result: AppendResult) -> None:
+    try:
+        future.set_result(result)
+    except InvalidStateError:  # already failed (it cannot be cancelled)
+        pass
+
+
+def _fail(items: Sequence[_Queued], exc: BaseException) -> None:
+    for q in items:
+        try:
+            q.future.set_exception(exc)
+        except InvalidStateError:
+            pass
