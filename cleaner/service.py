@@ -257,17 +257,20 @@ class CleanerService:
             t.start()
             self._threads.append(t)
 
+    def step(self) -> bool:
+        """One cleaning round, as a loop runs it (errors logged, never raised); True when it cleaned a
+        partition, False when idle (a loop then backs off ``log.cleaner.backoff.ms``)."""
+        try:
+            return self._cleaner.run_pass().cleaned is not None
+        except Exception as exc:  # noqa: BLE001 - the loop must survive; the error is logged
+            log.error("cleaner pass failed: %r", exc)
+            return False
+
     def _loop(self) -> None:
         backoff_s = self._cleaner.runtime.settings.log_cleaner_backoff_ms / 1000.0
         clock = self._cleaner.runtime.clock
         while not self._stop.is_set():
-            try:
-                report = self._cleaner.run_pass()
-                idle = report.cleaned is None
-            except Exception as exc:  # noqa: BLE001 - the loop must survive; the error is logged
-                log.error("cleaner pass failed: %r", exc)
-                idle = True
-            if idle:
+            if not self.step():
                 clock.wait(self._stop, backoff_s)
 
     def stop(self, timeout_s: float = 60.0) -> None:

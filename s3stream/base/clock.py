@@ -6,14 +6,17 @@ Two kinds of time are used and kept apart:
   tombstone horizons, GC grace. Tests freeze it with :class:`ManualClock`.
 * **pacing time** (``monotonic``/``sleep``/``wait``): when background I/O happens (flush interval,
   retry backoff, group commit). :class:`ManualClock` keeps real pacing by default so a test never
-  deadlocks waiting for a timer nobody advances; semantics never depend on pacing.
+  deadlocks waiting for a timer nobody advances; semantics never depend on pacing. With
+  ``pacing="manual"`` (for a store in ``background=manual`` mode, driven step by step from one thread)
+  pacing time is the wall time too: ``advance`` moves both, and ``sleep``/``wait`` pass time instead of
+  blocking, so a seeded run never depends on the machine's speed.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from typing import Protocol, runtime_checkable
+from typing import Literal, Protocol, runtime_checkable
 
 __all__ = ["Clock", "ManualClock", "SystemClock"]
 
@@ -57,11 +60,40 @@ class SystemClock:
 
 
 class ManualClock(SystemClock):
-    """A wall clock that only moves when told to; pacing stays real (see the module docstring)."""
+    """A wall clock that only moves when told to; pacing stays real unless ``pacing="manual"`` (see the
+    module docstring)."""
 
-    def __init__(self, start_ms: int = 0) -> None:
+    def __init__(self, start_ms: int = 0, *, pacing: Literal["real", "manual"] = "real") -> None:
+        if pacing not in ("real", "manual"):
+            raise ValueError(f"ManualClock: pacing must be 'real' or 'manual', not {pacing!r}")
         self._now_ms = int(start_ms)
         self._lock = threading.Lock()
+        self._manual_pacing = pacing == "manual"
+        self._mono = 0.0  # pacing seconds with manual pacing (never goes back, unlike set())
+
+    def monotonic(self) -> float:
+        if not self._manual_pacing:
+            return time.monotonic()
+        with self._lock:
+            return self._mono
+
+    def sleep(self, seconds: float) -> None:
+        if not self._manual_pacing:
+            super().sleep(seconds)
+        elif seconds > 0:
+            self._pass(seconds)
+
+    def wait(self, event: threading.Event, seconds: float | None) -> bool:
+        if not self._manual_pacing:
+            return event.wait(seconds)
+        if not event.is_set() and seconds is not None and seconds > 0:
+            self._pass(seconds)  # nobody else moves time: the wait passes it (None would never end)
+        return event.is_set()
+
+    def _pass(self, seconds: float) -> None:
+        with self._lock:
+            self._mono += seconds
+            self._now_ms += int(seconds * 1000)
 
     def now_ms(self) -> int:
         with self._lock:
@@ -73,6 +105,7 @@ class ManualClock(SystemClock):
             raise ValueError("ManualClock.advance: ms must be >= 0")
         with self._lock:
             self._now_ms += int(ms)
+            self._mono += int(ms) / 1000.0
             return self._now_ms
 
     def set(self, ms: int) -> None:

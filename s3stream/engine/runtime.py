@@ -13,23 +13,24 @@ import itertools
 import logging
 import re
 import threading
-from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from pathlib import Path
 
 from s3stream.base.clock import Clock
 from s3stream.base.crashpoints import CrashPoints
 from s3stream.base.errors import (
     Closed,
-    CommitConflict,
     Fenced,
     InvalidConfig,
     S3StreamError,
     UnknownTopic,
 )
 from s3stream.base.ids import IdSource
+from s3stream.base.inline import InlineExecutor
 from s3stream.base.settings import StoreSettings
-from s3stream.format.walentry import AppendEntry, RollEntry, decode_entry
+from s3stream.engine.replay import Replay
+from s3stream.engine.sealer import Sealer
+from s3stream.engine.steps import EngineSteps
 from s3stream.manifest.catalog import TopicCatalog
 from s3stream.objectstore.protocol import ObjectStore
 from s3stream.partition.host import HostedLog
@@ -41,7 +42,7 @@ from s3stream.write.metrics import StoreMetrics
 from s3stream.write.node import claim_namespace, pick_node_directory
 from s3stream.write.node_runtime import NodeRuntime
 from s3stream.write.sealworker import SealWorkers
-from wal import WalEntry, WalError, WalLocked, WalWriter
+from wal import WalError, WalLocked, WalWriter
 
 __all__ = ["NodeRuntime", "Runtime"]
 
@@ -73,7 +74,10 @@ class Runtime:
         self.chunks = ChunkCache(objstore, max_bytes=settings.cache_bytes, room=self._chunk_room)
         self.walindex = WalIndexCache(objstore)
         # reads of the sealed tier check the manifest is still the latest while they read (PartitionLog)
-        self.manifest_probes = ThreadPoolExecutor(max_workers=4, thread_name_prefix="s3stream-manifest-probe")
+        # (background=manual: inline, before the read; the same linearization point, one thread)
+        self.manifest_probes: Executor = (
+            ThreadPoolExecutor(max_workers=4, thread_name_prefix="s3stream-manifest-probe")
+            if settings.background == "threads" else InlineExecutor())
         self._node: NodeRuntime | None = None  # set while recovering (seen only under _node_lock)
         self._ready_node: NodeRuntime | None = None  # published once recovery is done (lock-free reads)
         self._node_lock = threading.RLock()
@@ -82,7 +86,8 @@ class Runtime:
         self._memory_bytes = 0
         self._memory_lock = threading.Lock()
         self._closed = False
-        self.sealer = _Sealer(self)
+        self.sealer = Sealer(clock, concurrency=settings.seal_concurrency,
+                             background=settings.background == "threads")
         # at most seal_concurrency seals at once in this process, whichever threads run them (the sealer,
         # or a caller's flush() or roll()): a seal holds an upload part and a row group, and the memory
         # bound counts seal_concurrency of each
@@ -211,7 +216,7 @@ class Runtime:
         """
         wal = node.wal
         start = wal.trim_seq
-        replay = _Replay(self, node)
+        replay = Replay(self, node)
         pending = replay.unpublished(wal.entries(start))
         gaps = replay.gaps(pending)
         if gaps and start > wal.first_seq:
@@ -257,6 +262,11 @@ class Runtime:
 
     def request_seal(self, plog: HostedLog) -> None:
         self.sealer.request(plog)
+
+    def steps(self) -> EngineSteps:
+        """The background work as step functions, for a store opened with ``background=manual`` (they are what
+        the threads run with ``background=threads``; calling them there is allowed but races the threads)."""
+        return EngineSteps(self)
 
     def note_memory(self, plog: HostedLog, delta: int) -> None:
         """Account tail-cache bytes; evict WAL chunks, then flushed batches, when over ``cache_bytes``."""
@@ -324,180 +334,3 @@ class Runtime:
         self.objstore.close()
         if errors and not isinstance(errors[0], Fenced):
             log.warning("store closed with errors: %s", errors)
-
-
-class _Sealer:
-    """Background threads that seal rolled segments, so appends never wait for a segment PUT.
-
-    ``seal_concurrency`` threads take logs from one queue; a log is never sealed by two threads at once
-    (its seals must commit in order), so different partitions' seals overlap: one uploads while the next
-    reads and encodes. ``Runtime.seal_slot`` bounds the seals in flight from every thread to the same number.
-    """
-
-    def __init__(self, rt: Runtime) -> None:
-        self._rt = rt
-        self._cond = threading.Condition()
-        self._queue: dict[str, HostedLog] = {}
-        self._running: set[str] = set()  # logs a thread is sealing now
-        self._failures: dict[str, int] = {}  # consecutive failed attempts per log (touched by its sealing thread)
-        self._stopped = False
-        self._threads: list[threading.Thread] = []
-
-    def request(self, plog: HostedLog) -> None:
-        with self._cond:
-            if self._stopped:
-                return
-            self._queue[plog.log_id] = plog
-            if len(self._threads) < min(self._rt.settings.seal_concurrency, len(self._queue) + len(self._running)):
-                thread = threading.Thread(target=self._run, name=f"s3stream-sealer-{len(self._threads)}",
-                                          daemon=True)
-                self._threads.append(thread)
-                thread.start()
-            self._cond.notify_all()
-
-    def drain(self, timeout_s: float | None = None) -> None:
-        """Wait until every requested seal is done (or failed)."""
-        deadline = None if timeout_s is None else self._rt.clock.monotonic() + timeout_s
-        with self._cond:
-            while self._queue or self._running:
-                if deadline is not None and self._rt.clock.monotonic() > deadline:
-                    return
-                self._cond.wait(0.05)
-
-    def stop(self) -> None:
-        with self._cond:
-            self._stopped = True
-            self._cond.notify_all()
-        for thread in self._threads:
-            thread.join(5)
-
-    def _next(self) -> HostedLog | None:
-        """The next queued log no other thread is sealing (None once stopped); caller holds the lock."""
-        while not self._stopped:
-            for log_id, plog in self._queue.items():
-                if log_id not in self._running:
-                    del self._queue[log_id]
-                    self._running.add(log_id)
-                    return plog
-            self._cond.wait(1.0)
-        return None
-
-    def _run(self) -> None:
-        while True:
-            with self._cond:
-                plog = self._next()
-                if plog is None:
-                    return
-            retry = False
-            try:
-                retry = _seal_safely(plog, self._failures, self._rt.clock.sleep)
-            finally:  # even when a BaseException (a simulated crash) ends the thread, drain() must not hang
-                with self._cond:
-                    self._running.discard(plog.log_id)
-                    if retry and not self._stopped:
-                        self._queue.setdefault(plog.log_id, plog)
-                    self._cond.notify_all()
-
-
-def _seal_safely(plog: HostedLog, failures: dict[str, int], sleep: Callable[[float], None]) -> bool:
-    """Seal; return True when it should be retried later."""
-    try:
-        plog.seal_pending()  # the sealer is the log's background half
-        failures.pop(plog.log_id, None)
-        return False
-    except Fenced as exc:
-        log.error("sealing %s: %s", plog.log_id, exc)
-        plog.detach()
-        return False
-    except Exception as exc:  # noqa: BLE001 - a failed seal is retried; the records stay readable
-        n = failures.get(plog.log_id, 0) + 1
-        failures[plog.log_id] = n
-        log.warning("sealing %s failed (attempt %d): %s", plog.log_id, n, exc)
-        sleep(min(0.1 * 2**n, 10.0))
-        return n < 50
-
-
-class _Replay:
-    """One recovery's logs: each resolved, checked and claimed once, then its unpublished entries replayed.
-
-    Entries are decoded once and kept only when the bucket lacks their records (at most what was buffered
-    but not yet published at the crash), so a gap can still be filled from older entries before anything is
-    buffered: the uploader then sees the entries in local WAL order, which its trims rely on.
-    """
-
-    def __init__(self, rt: Runtime, node: NodeRuntime) -> None:
-        self._rt = rt
-        self._node = node
-        self._logs: dict[str, PartitionLog] = {}
-        self._ends: dict[str, int] = {}  # each claimed log's end in the bucket
-        self._skipped: set[str] = set()
-
-    def _end(self, log_id: str) -> int | None:
-        """Where ``log_id`` ends in the bucket (claiming it), or None when it is not to be replayed."""
-        if log_id in self._skipped:
-            return None
-        end = self._ends.get(log_id)
-        if end is not None:
-            return end
-        plog = self._rt.partition_for_log_id(log_id)
-        if plog is None:  # topic deleted (or re-created)
-            self._skipped.add(log_id)
-            return None
-        owner = plog.writer_owner()
-        if owner is not None and owner != self._node.node_id:
-            # another node claimed the partition after us, so it fenced this node: what the local WAL still
-            # holds for it was never in the bucket and its offsets now belong to the new writer; replaying it
-            # would steal the partition back and clash
-            log.error("recovery of %s skipped: the partition is now written by %s, which fenced node %s; its "
-                      "records only in this local WAL are lost", log_id, owner, self._node.node_id)
-            self._skipped.add(log_id)
-            return None
-        try:
-            end = plog.recovery_end()
-        except (Fenced, CommitConflict) as exc:
-            log.error("recovery of %s stopped: %s", log_id, exc)
-            self._skipped.add(log_id)
-            return None
-        self._logs[log_id] = plog
-        self._ends[log_id] = end
-        return end
-
-    def unpublished(self, entries: Iterable[WalEntry], *, only: set[str] | None = None
-                    ) -> list[tuple[int, AppendEntry | RollEntry]]:
-        """The decoded ``entries`` (of the logs ``only``) whose records or boundaries the bucket lacks."""
-        out: list[tuple[int, AppendEntry | RollEntry]] = []
-        for entry in entries:
-            decoded = decode_entry(entry.payload, source=f"local WAL of {self._node.node_id}, entry {entry.seq}")
-            if only is not None and decoded.log_id not in only:
-                continue
-            end = self._end(decoded.log_id)
-            if end is None:
-                continue
-            if isinstance(decoded, RollEntry):
-                if decoded.base_offset >= end:
-                    out.append((entry.seq, decoded))
-            elif decoded.batch.num_rows and decoded.batch.column(0)[-1].as_py() >= end:
-                out.append((entry.seq, decoded))
-        return out
-
-    def gaps(self, pending: list[tuple[int, AppendEntry | RollEntry]]) -> set[str]:
-        """The logs whose first pending records start past their end in the bucket."""
-        first: dict[str, int] = {}
-        for _seq, decoded in pending:
-            if isinstance(decoded, AppendEntry) and decoded.log_id not in first:
-                first[decoded.log_id] = decoded.batch.column(0)[0].as_py()
-        return {log_id for log_id, base in first.items() if base > self._ends[log_id]}
-
-    def run(self, pending: list[tuple[int, AppendEntry | RollEntry]]) -> int:
-        """Replay ``pending`` (in local WAL order); the number of entries buffered again."""
-        replayed = 0
-        for seq, decoded in pending:
-            if decoded.log_id in self._skipped:
-                continue
-            try:
-                replayed += self._logs[decoded.log_id].recover_entry(decoded, seq)
-            except (Fenced, CommitConflict) as exc:
-                log.error("recovery of %s stopped: %s", decoded.log_id, exc)
-                self._skipped.add(decoded.log_id)
-        return replayed
-

@@ -114,7 +114,7 @@ class PartitionLog:
         docs/operations.md).
         """
         started = self._rt.clock.monotonic()
-        return self._submit(self._prepare(records), ack, started, inline=True).result()
+        return self._wait(self._submit(self._prepare(records), ack, started, inline=True), ack)
 
     def append_async(self, records: Iterable[Record], *, ack: str | None = None) -> Future[AppendResult]:
         """Queue ``records`` as one atomic batch; the future resolves with where they landed once acknowledged.
@@ -140,7 +140,7 @@ class PartitionLog:
         ``Record.timestamp=None``) and ``headers`` (``records.HEADER_TYPE``: list of struct<key: string,
         value: binary>; missing = none). Offsets are assigned by the log. Raises as :meth:`append`.
         """
-        return self.append_arrow_async(batch, ack=ack).result()
+        return self._wait(self.append_arrow_async(batch, ack=ack), ack)
 
     def append_arrow_async(self, batch: pa.RecordBatch | pa.Table, *, ack: str | None = None
                            ) -> Future[AppendResult]:
@@ -149,6 +149,11 @@ class PartitionLog:
         self._rt.check_open()
         prepared = prepare_arrow(batch, self._state.config(), self._rt.clock.now_ms())
         return self._submit(prepared, ack, started, inline=False)
+
+    def _wait(self, future: Future[AppendResult], ack: str | None) -> AppendResult:
+        if (node := self._rt.existing_node()) is not None:  # background=manual: run what it waits for
+            node.settle_inline(future, ack_s3=(ack or self._rt.settings.ack) == "s3")
+        return future.result()
 
     def _prepare(self, records: Iterable[Record]) -> PreparedAppend:
         self._rt.check_open()
@@ -245,18 +250,21 @@ class PartitionLog:
 
     def flush(self) -> None:
         """Make everything appended so far durable in object storage (and seal what was rolled)."""
-        self._appends.wait_idle()
         node = self._rt.existing_node()
+        if node is not None:
+            node.drain_inline()  # background=manual: no drainer thread writes the queued appends
+        self._appends.wait_idle()
         if node is not None:
             node.uploader.flush()
         self.seal_pending()
 
     def roll(self) -> None:
         """Seal the active segment now (a no-op when it is empty) and wait until it is committed."""
+        node = self._rt.node_runtime()
+        node.drain_inline()
         self._appends.wait_idle()  # the appends queued before the call go into the rolled segment
         st = self._state
         cfg = st.config()
-        node = self._rt.node_runtime()
         with st.lock:
             w = st.ensure_writer(node)
             if not w.active.empty:

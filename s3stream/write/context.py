@@ -7,36 +7,23 @@ none of them imports the engine (which imports them).
 from __future__ import annotations
 
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor
 from typing import Protocol
 
-from s3stream.base.clock import Clock
-from s3stream.base.crashpoints import CrashPoints
-from s3stream.base.ids import IdSource
-from s3stream.base.settings import StoreSettings
 from s3stream.manifest.catalog import TopicCatalog
-from s3stream.objectstore.protocol import ObjectStore
 from s3stream.read.tiers import ChunkCache, SegmentReaderCache
 from s3stream.read.walscan import WalIndexCache
 from s3stream.write.metrics import StoreMetrics
+from s3stream.write.seal import SealContext
 from s3stream.write.sealworker import SealWorkers
 
 __all__ = ["StoreContext"]
 
 
-class StoreContext(Protocol):
-    """An open store's shared parts: its object store, settings, injected time and ids, metrics, caches."""
+class StoreContext(SealContext, Protocol):
+    """An open store's shared parts: besides what a seal needs (object store, settings, injected time and
+    ids, crash points), its metrics and caches."""
 
-    @property
-    def objstore(self) -> ObjectStore: ...
-    @property
-    def settings(self) -> StoreSettings: ...
-    @property
-    def clock(self) -> Clock: ...
-    @property
-    def ids(self) -> IdSource: ...
-    @property
-    def crash(self) -> CrashPoints: ...
     @property
     def metrics(self) -> StoreMetrics: ...
     @property
@@ -48,7 +35,7 @@ class StoreContext(Protocol):
     @property
     def walindex(self) -> WalIndexCache: ...
     @property
-    def manifest_probes(self) -> ThreadPoolExecutor: ...
+    def manifest_probes(self) -> Executor: ...
     @property
     def seal_slot(self) -> threading.BoundedSemaphore: ...
     @property

@@ -7,6 +7,9 @@ latency path), on this thread otherwise; partitions take turns here. The drainer
 with appends queued or a round running, so a flush or a close can wait until every queued append is written.
 
 The drainer knows its partitions only as :class:`Drainable` (this layer never imports the partitions).
+Without a thread (``background=manual``) requested partitions wait in the queue until someone calls
+:meth:`AppendDrainer.step`, the same round the thread runs; :meth:`wait_idle` and :meth:`close` then step
+inline.
 """
 
 from __future__ import annotations
@@ -36,8 +39,9 @@ class Drainable(Protocol):
 class AppendDrainer:
     """Runs queued drains on one thread (started on first use); counts the drains in progress anywhere."""
 
-    def __init__(self, name: str, clock: Clock) -> None:
+    def __init__(self, name: str, clock: Clock, *, background: bool = True) -> None:
         self._name = name
+        self._background = background
         self._clock = clock
         self._cond = threading.Condition()
         self._queue: OrderedDict[str, Drainable] = OrderedDict()
@@ -62,7 +66,7 @@ class AppendDrainer:
             stopped = self._stopped
             if not stopped:
                 self._queue[queue.log_id] = queue
-                if self._thread is None:
+                if self._thread is None and self._background:
                     self._thread = threading.Thread(target=self._run, name=f"s3stream-append-{self._name}",
                                                     daemon=True)
                     self._thread.start()
@@ -79,7 +83,14 @@ class AppendDrainer:
                 remaining = None if deadline is None else deadline - self._clock.monotonic()
                 if remaining is not None and remaining <= 0:
                     return False
-                self._cond.wait(0.1 if remaining is None else min(0.1, remaining))
+                if not self._background and self._queue:  # manual mode: this thread is the drainer
+                    self._cond.release()
+                    try:
+                        self.step()
+                    finally:
+                        self._cond.acquire()
+                    continue
+                self._cond.wait(0.1 if remaining is None else min(0.1, remaining))  # (manual: for an fsync)
         return True
 
     def close(self, timeout_s: float) -> None:
@@ -98,19 +109,31 @@ class AppendDrainer:
             while queue.drain_once():
                 pass
 
+    def step(self) -> bool:
+        """Run one drain round of the next requested partition (they take turns); False when none is queued."""
+        with self._cond:
+            if not self._queue:
+                return False
+            _, queue = self._queue.popitem(last=False)
+        self._round(queue)
+        return True
+
+    def _round(self, queue: Drainable) -> None:
+        try:
+            more = queue.drain_once()
+        except BaseException as exc:  # noqa: BLE001 - the drain failed its appends already; go on
+            log.warning("append drain of %s stopped: %r", queue.log_id, exc)
+            more = False
+        if more:
+            with self._cond:  # behind the other partitions waiting: they take turns
+                self._queue.setdefault(queue.log_id, queue)
+
     def _run(self) -> None:
+        """The drainer thread: wait for a requested partition, then run :meth:`step`."""
         while True:
             with self._cond:
                 while not self._queue and not self._stopped:
                     self._cond.wait()
                 if not self._queue:
                     return
-                _, queue = self._queue.popitem(last=False)
-            try:
-                more = queue.drain_once()
-            except BaseException as exc:  # noqa: BLE001 - the drain failed its appends already; go on
-                log.warning("append drain of %s stopped: %r", queue.log_id, exc)
-                more = False
-            if more:
-                with self._cond:  # behind the other partitions waiting: they take turns
-                    self._queue.setdefault(queue.log_id, queue)
+            self.step()

@@ -145,7 +145,8 @@ class WalResumer:
     failed appends again, so the uploader must hold none of them. That waits for uploads whose publishing
     takes partition locks the appender that met the error may hold, hence a thread. While the disk stays
     full each resume ends at the next write, and each re-reads the active WAL file, so tries are spaced
-    (pacing time) until one lets an entry through.
+    (pacing time) until one lets an entry through. Without background threads (``background=manual``) a
+    kick only marks the resume due, and :meth:`step` (what the thread runs) does it in the caller's thread.
     """
 
     _BACKOFF_S = (0.0, 0.1, 0.5, 2.0, 5.0)
@@ -162,9 +163,15 @@ class WalResumer:
             if self._running:
                 return
             self._running = True
-        threading.Thread(target=self._run, name="s3stream-wal-resume", daemon=True).start()
+        node = self._node()
+        if node is not None and node.ctx.settings.background == "threads":
+            threading.Thread(target=self.step, name="s3stream-wal-resume", daemon=True).start()
 
-    def _run(self) -> None:
+    def step(self) -> bool:
+        """Resume the stopped writer if a kick asked for it (once per kick); False when none was due."""
+        with self._mu:
+            if not self._running:
+                return False
         try:
             node = self._node()
             if node is not None:
@@ -172,6 +179,7 @@ class WalResumer:
         finally:
             with self._mu:
                 self._running = False
+        return True
 
     def _resume(self, node: WalNode) -> None:
         wal = node.wal

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Protocol
+from concurrent.futures import Future
+from typing import Any, Protocol
 
 from s3stream.base import layout
 from s3stream.base.errors import PreconditionFailed
@@ -49,10 +50,12 @@ class NodeRuntime:
         self.fence_seq = fence_seq
         self.append_lock = threading.Lock()
         self.wal_resumer = WalResumer(self)
-        self.drainer = AppendDrainer(node_id, ctx.clock)  # writes queued appends (s3stream.write.drainer)
+        s = ctx.settings
+        background = s.background == "threads"  # manual: no thread of ours; the caller runs the steps
+        # writes queued appends (s3stream.write.drainer)
+        self.drainer = AppendDrainer(node_id, ctx.clock, background=background)
         self._logs: dict[str, NodeLog] = {}
         self._logs_lock = threading.Lock()
-        s = ctx.settings
         self.uploader = Uploader(ctx.objstore, node_id=node_id, first_seq=fence_seq + 1,
                                  flush_interval_ms=s.flush_interval_ms, flush_bytes=s.flush_bytes,
                                  buffer_bytes=s.buffer_bytes, clock=ctx.clock, ids=ctx.ids,
@@ -60,7 +63,21 @@ class NodeRuntime:
                                  stale_after_s=max(1.0, s.orphan_min_age_ms / 6000.0),
                                  upload_concurrency=s.upload_concurrency, max_block_ms=s.max_block_ms,
                                  retry_backoff_ms=s.upload_retry_backoff_ms,
-                                 retry_backoff_max_ms=s.upload_retry_backoff_max_ms)
+                                 retry_backoff_max_ms=s.upload_retry_backoff_max_ms, background=background)
+
+    def drain_inline(self) -> None:
+        """With ``background=manual``: write the queued appends in this thread (no drainer thread would)."""
+        if self.ctx.settings.background == "manual":
+            self.drainer.wait_idle()
+
+    def settle_inline(self, future: Future[Any], *, ack_s3: bool) -> None:
+        """With ``background=manual``: run the steps a blocking append waits for, here (the drain round; for
+        ``ack=s3`` the flush too); the WAL's fsync thread does the rest."""
+        if future.done() or self.ctx.settings.background != "manual":
+            return
+        self.drainer.wait_idle()
+        if ack_s3 and not future.done():
+            self.uploader.flush()
 
     def register(self, plog: NodeLog) -> None:
         with self._logs_lock:

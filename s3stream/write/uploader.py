@@ -22,6 +22,9 @@ uploads resume by themselves when the store is back. Backpressure: ``add`` calle
 object is published, or fails with :class:`StoreUnavailable` when that has not happened within
 ``max_block_ms`` (the flush thread watches the deadlines); during an outage older than ``max_block_ms`` such
 appends are refused up front by :meth:`check_available`, so a long outage does not pile up retried appends.
+
+The flush thread only schedules :meth:`Uploader.step` (with ``background=manual`` the caller runs it, uploading
+inline); one object's PUT and its retries are :mod:`s3stream.write.walput`.
 """
 
 from __future__ import annotations
@@ -39,22 +42,11 @@ import pyarrow as pa
 from s3stream.base import layout
 from s3stream.base.clock import Clock
 from s3stream.base.crashpoints import CrashPoints
-from s3stream.base.errors import (
-    BufferFull,
-    Closed,
-    CorruptData,
-    Fenced,
-    ObjectNotFound,
-    ObjectStoreError,
-    PreconditionFailed,
-    S3StreamError,
-    StoreAccessError,
-    StoreUnavailable,
-)
+from s3stream.base.errors import BufferFull, Closed, Fenced, S3StreamError, StoreUnavailable
 from s3stream.base.ids import IdSource
-from s3stream.base.records import RECORD_SCHEMA
-from s3stream.format.walobject import WalChunkInput, WalObjectIndex, encode_wal_object
+from s3stream.format.walobject import WalObjectIndex, encode_wal_object
 from s3stream.objectstore.protocol import ObjectStore
+from s3stream.write.walput import WalPutter, wal_chunks
 
 __all__ = ["BufferedAppend", "FlushedObject", "Uploader"]
 
@@ -108,7 +100,7 @@ class Uploader:
                  on_flushed: Callable[[FlushedObject, list[BufferedAppend]], None],
                  trim_local: Callable[[int], None], stale_after_s: float = 600.0,
                  upload_concurrency: int = 4, max_block_ms: int = 60_000, retry_backoff_ms: int = 100,
-                 retry_backoff_max_ms: int = 5_000) -> None:
+                 retry_backoff_max_ms: int = 5_000, background: bool = True) -> None:
         self._store = store
         self._node_id = node_id
         self._first_seq = first_seq  # this epoch's first WAL object (the one after its fence)
@@ -126,7 +118,11 @@ class Uploader:
         self._inflight: deque[_InFlight] = deque()
         self._inflight_bytes = 0
         self._concurrency = max(1, upload_concurrency)
-        self._pool = ThreadPoolExecutor(max_workers=self._concurrency, thread_name_prefix=f"s3stream-put-{node_id}")
+        # background=False (the store's background=manual): no flush thread and no upload pool; whoever drives
+        # the node calls step(), which uploads inline, and the blocking calls step until they are done
+        self._background = background
+        self._pool = (ThreadPoolExecutor(max_workers=self._concurrency, thread_name_prefix=f"s3stream-put-{node_id}")
+                      if background else None)
         self._publish_lock = threading.Lock()
         self._added = 0
         self._published = 0
@@ -136,22 +132,36 @@ class Uploader:
         self._failed: BaseException | None = None
         self._unpublished_floor: int | None = None  # lowest_unpublished_seq once a failure dropped the in-flight
         self._max_block_s = max_block_ms / 1000.0
-        self._backoff_s = retry_backoff_ms / 1000.0
-        self._backoff_max_s = max(retry_backoff_max_ms, retry_backoff_ms) / 1000.0
-        self._failing_since: float | None = None  # first failed upload attempt since the last PUT that landed
-        self._last_error: S3StreamError | None = None
         self._stop = threading.Event()  # set at close and on failure: cuts a retry's backoff short
+        self._putter = WalPutter(store, node_id=node_id, clock=clock, ids=ids, stop=self._stop,
+                                 stopping=self._stopping, assigned=self._assigned, stale_after_s=stale_after_s,
+                                 retry_backoff_ms=retry_backoff_ms, retry_backoff_max_ms=retry_backoff_max_ms)
         self._awaiting: deque[BufferedAppend] = deque()  # added appends with a future, by deadline
-        self.puts = 0
-        self.bytes_put = 0
-        self._last_put_at: float | None = self._clock.monotonic()
-        self._stale_after_s = stale_after_s
-        self._thread = threading.Thread(target=self._run, name=f"s3stream-flush-{node_id}", daemon=True)
-        self._thread.start()
+        self._thread: threading.Thread | None = None
+        if background:
+            self._thread = threading.Thread(target=self._run, name=f"s3stream-flush-{node_id}", daemon=True)
+            self._thread.start()
 
     @property
     def node_id(self) -> str:
         return self._node_id
+
+    @property
+    def puts(self) -> int:
+        """WAL objects this node has put (landed)."""
+        return self._putter.puts
+
+    @property
+    def bytes_put(self) -> int:
+        return self._putter.bytes_put
+
+    def _stopping(self) -> bool:
+        with self._cond:
+            return self._closing or self._failed is not None
+
+    def _assigned(self) -> int:
+        with self._cond:
+            return self._next_seq
 
     @property
     def lowest_unpublished_seq(self) -> int:
@@ -182,20 +192,17 @@ class Uploader:
     @property
     def failing_for_s(self) -> float:
         """How long WAL-object uploads have been failing (0.0 when the last attempt landed)."""
-        with self._cond:
-            return 0.0 if self._failing_since is None else self._clock.monotonic() - self._failing_since
+        return self._putter.failing_for_s() or 0.0
 
     def check_available(self) -> None:
         """For ``ack=s3`` appends, before they write anything: refuse them while uploads have been failing
         for ``max_block_ms`` (each would only wait that long and fail, its retry adding a duplicate)."""
         with self._cond:
             self._check_locked()
-            if self._failing_since is None:
-                return
-            failing_s = self._clock.monotonic() - self._failing_since
-            if failing_s >= self._max_block_s:
-                raise StoreUnavailable(f"node {self._node_id}: WAL-object uploads have failed for {failing_s:.1f} s "
-                                       f"(last error: {self._last_error}); nothing was written, retry later")
+        failing_s = self._putter.failing_for_s()
+        if failing_s is not None and failing_s >= self._max_block_s:
+            raise StoreUnavailable(f"node {self._node_id}: WAL-object uploads have failed for {failing_s:.1f} s "
+                                   f"(last error: {self._putter.last_error}); nothing was written, retry later")
 
     def wait_for_room(self, nbytes: int) -> None:
         """Backpressure: block while the buffer is full (appends wait, never drop), at most ``max_block_ms``.
@@ -216,15 +223,15 @@ class Uploader:
                 now = self._clock.monotonic()
                 if deadline is None:
                     deadline = now + self._max_block_s
-                if now >= deadline:
+                if now >= deadline or not self._background:  # manual mode: nothing else makes room meanwhile
                     raise BufferFull(self._buffer_full_message())
                 self._cond.wait(min(0.05, deadline - now))
             self._check_locked()
 
     def _buffer_full_message(self) -> str:
-        why = ("" if self._failing_since is None else
-               f"; uploads have failed for {self._clock.monotonic() - self._failing_since:.1f} s "
-               f"(last error: {self._last_error})")
+        failing_s = self._putter.failing_for_s()
+        why = ("" if failing_s is None else
+               f"; uploads have failed for {failing_s:.1f} s (last error: {self._putter.last_error})")
         return (f"node {self._node_id}: no room for the append after {self._max_block_s * 1000:.0f} ms: "
                 f"{self._buf.nbytes + self._inflight_bytes} bytes of buffer.bytes={self._buffer_bytes} are not in "
                 f"the object store yet{why}; nothing was written, retry later")
@@ -261,11 +268,19 @@ class Uploader:
                 remaining = None if deadline is None else deadline - self._clock.monotonic()
                 if remaining is not None and remaining <= 0:
                     raise TimeoutError("flush did not complete in time")
+                if not self._background:  # manual mode: this thread is the flush thread
+                    self._cond.release()
+                    try:
+                        progressed = self.step()
+                    finally:
+                        self._cond.acquire()
+                    if progressed:
+                        continue
                 self._cond.wait(0.1 if remaining is None else min(0.1, remaining))
 
     def _check_locked_allow_closing(self) -> None:
         if self._failed is not None:
-            self._check_locked()
+            self._check_locked()  # closing alone is no error here
 
     def close(self, timeout_s: float = 60.0) -> None:
         """Flush what is buffered (best effort within ``timeout_s``) and stop the threads.
@@ -275,7 +290,7 @@ class Uploader:
         """
         try:
             with self._cond:
-                healthy = self._failed is None and self._failing_since is None
+                healthy = self._failed is None and self._putter.failing_since is None
             if healthy:
                 self.flush(timeout_s)
         finally:
@@ -283,8 +298,13 @@ class Uploader:
                 self._closing = True
                 self._cond.notify_all()
             self._stop.set()
-            self._thread.join(timeout_s)
-            self._pool.shutdown(wait=True, cancel_futures=True)
+            if self._thread is not None:
+                self._thread.join(timeout_s)
+            else:  # manual mode: what the flush thread would still cut at close (it fails: the node stops)
+                while self.step():
+                    pass
+            if self._pool is not None:
+                self._pool.shutdown(wait=True, cancel_futures=True)
 
     # -- the flush thread: cut objects, keep up to ``upload_concurrency`` PUTs in flight -----------
 
@@ -310,15 +330,52 @@ class Uploader:
         self._buf = _Buffer(rest, self._buf.nbytes - total, first_at if rest else None)
         return taken, total
 
+    def step(self) -> bool:
+        """Give up ``ack=s3`` waits past their deadline; cut the next WAL object when one is due (and a slot is
+        free) or the node closes, and upload it: in the pool (published when done), or without one (manual
+        mode) here, published before this returns. True when it did something."""
+        with self._cond:
+            if self._failed is not None or (self._closing and not self._buf.items):
+                return False
+            expired = self._expired_locked() if self._awaiting else []
+            flight = self._cut_locked() if self._buf.items and (self._closing or (
+                self._due() and len(self._inflight) < self._concurrency)) else None
+        for item in expired:
+            self._give_up(item)
+        if flight is not None:
+            flight.future.add_done_callback(self._on_upload_done)
+            if self._pool is not None:
+                job = self._pool.submit(self._upload_into, flight)
+                # cancelled by close(): its object fails publication (the node stops), as the pool's own would
+                job.add_done_callback(lambda done: done.cancelled() and flight.future.cancel())
+            else:
+                self._upload_into(flight)  # the done callback publishes it, in this thread
+        return bool(expired) or flight is not None
+
+    def _cut_locked(self) -> _InFlight:
+        """Cut the next object and give it the next seq (caller holds the lock)."""
+        items, nbytes = self._take()
+        seq = self._next_seq
+        self._next_seq += 1
+        flight = _InFlight(seq, items, nbytes, concurrent.futures.Future())
+        self._inflight.append(flight)
+        self._inflight_bytes += nbytes
+        return flight
+
+    def _upload_into(self, flight: _InFlight) -> None:
+        """Upload ``flight``, settling its future (an upload's crash too: publication fails the node)."""
+        if not flight.future.set_running_or_notify_cancel():
+            return
+        try:
+            flight.future.set_result(self._upload(flight.seq, flight.items))
+        except BaseException as exc:  # noqa: BLE001 - the future carries it, as the pool's did
+            flight.future.set_exception(exc)
+
     def _run(self) -> None:
+        """The flush thread: wait until :meth:`step` has work, then run it."""
         while True:
-            expired: list[BufferedAppend] = []
-            future: concurrent.futures.Future[FlushedObject] | None = None
             with self._cond:
-                while not self._closing and self._failed is None:
-                    expired = self._expired_locked() if self._awaiting else []
-                    if expired or (self._due() and len(self._inflight) < self._concurrency):
-                        break
+                while not self._closing and self._failed is None and not self._has_work_locked():
                     timeout = 0.5
                     # with every upload slot busy, only a finished upload (it notifies) can let us go on:
                     # a timeout computed from an overdue flush would be 0, a busy loop holding the GIL
@@ -327,19 +384,21 @@ class Uploader:
                     if self._awaiting:
                         timeout = min(timeout, max(0.0, self._awaiting[0].deadline - self._clock.monotonic()))
                     self._cond.wait(min(timeout, 0.5))
-                if not expired:
-                    if self._failed is not None or (self._closing and not self._buf.items):
-                        return
-                    items, nbytes = self._take()
-                    seq = self._next_seq
-                    self._next_seq += 1
-                    future = self._pool.submit(self._upload, seq, items)
-                    self._inflight.append(_InFlight(seq, items, nbytes, future))
-                    self._inflight_bytes += nbytes
-            if future is not None:
-                future.add_done_callback(self._on_upload_done)
-            for item in expired:
-                self._give_up(item)
+                if self._failed is not None or (self._closing and not self._buf.items):
+                    return
+            self.step()
+
+    def _has_work_locked(self) -> bool:
+        """An ``ack=s3`` wait is past its deadline, or an object is due and an upload slot is free."""
+        if self._due() and len(self._inflight) < self._concurrency:
+            return True
+        now = self._clock.monotonic()
+        while self._awaiting:
+            head = self._awaiting[0]
+            if head.future is not None and not head.future.done():
+                return head.deadline <= now
+            self._awaiting.popleft()
+        return False
 
     def _expired_locked(self) -> list[BufferedAppend]:
         """The ``ack=s3`` appends whose deadline passed before their object was published (oldest first)."""
@@ -355,7 +414,8 @@ class Uploader:
         return out
 
     def _give_up(self, item: BufferedAppend) -> None:
-        why = "" if self._last_error is None else f" (last upload error: {self._last_error})"
+        last_error = self._putter.last_error
+        why = "" if last_error is None else f" (last upload error: {last_error})"
         error = StoreUnavailable(f"node {self._node_id}: the append's WAL object was not committed within "
                                  f"{self._max_block_s * 1000:.0f} ms{why}; its records are in the local WAL "
                                  "and may still be committed: a retry may duplicate them")
@@ -414,108 +474,15 @@ class Uploader:
             log.error("flush of node %s failed; the data stays in the local WAL: %s", self._node_id, exc)
 
     def _upload(self, seq: int, items: list[BufferedAppend]) -> FlushedObject:
-        """Encode and PUT one WAL object (runs in the upload pool)."""
+        """Encode and PUT one WAL object (in the upload pool, or in :meth:`step` in manual mode)."""
         key = layout.wal_key(self._node_id, seq)
         data, index = encode_wal_object(node_id=self._node_id, seq=seq, created_ms=self._clock.now_ms(),
-                                        chunks=_chunks_of(items),
+                                        chunks=wal_chunks([(i.log_id, i.batch, i.rolls) for i in items]),
                                         committed=(self._first_seq, self.lowest_unpublished_seq))
         self._crash.hit("flush.before_put")
-        self._put_until_landed(seq, key, data)
-        with self._cond:
-            self._last_put_at = self._clock.monotonic()
-            self.puts += 1
-            self.bytes_put += len(data)
+        self._putter.put_until_landed(seq, key, data)
         self._crash.hit("flush.after_put")
         return FlushedObject(key, seq, index, len(data))
-
-    def _put_until_landed(self, seq: int, key: str, data: bytes) -> None:
-        """PUT put-if-absent until the object lands; only a fence (or the node stopping) ends the retries.
-
-        An outage must not stop the node: the local WAL holds everything, so the same bytes are retried
-        under the same sequence number with capped exponential backoff (a skipped number would be a hole
-        in the namespace, and later objects are published only after this one anyway).
-        """
-        failures = 0
-        while True:
-            error: S3StreamError | None = None
-            try:
-                self._check_not_overtaken(seq)
-                if self._put_if_absent(key, data):
-                    self._note_landed()
-                    return
-            except S3StreamError as exc:
-                if not _is_outage(exc):
-                    raise
-                error = exc
-                self._note_failure(exc)
-            failures += 1
-            with self._cond:
-                stopping = self._closing or self._failed is not None
-            if stopping:  # close() gave up on flushing, or the node stopped: the local WAL keeps the data
-                raise error if error is not None else Closed(f"node {self._node_id} stopped before {key} landed")
-            delay = min(self._backoff_max_s, self._backoff_s * 2.0 ** min(failures - 1, 30))
-            delay *= self._ids.uniform(0.5, 1.0)
-            log.warning("WAL object PUT %s failed (%s); retry %d in %.2fs", key,
-                        error or "a spurious 412/409 on a free key", failures, delay)
-            self._clock.wait(self._stop, delay)
-
-    def _put_if_absent(self, key: str, data: bytes) -> bool:
-        """One put-if-absent: True when the object is ours in the bucket, False after a spurious 412/409.
-
-        A 412 is told apart from a fence by reading the key back (a lost response of our own attempt
-        leaves our bytes there).
-        """
-        try:
-            self._store.put(key, data, if_none_match=True)
-            return True
-        except PreconditionFailed:
-            state = self._whose(key, data)
-            if state == "mine":
-                return True  # our earlier attempt landed (a lost response)
-            if state == "absent":
-                return False  # the key is free: try again
-            raise Fenced(f"WAL object {key} already exists: another process fenced node "
-                         f"{self._node_id}") from None
-
-    def _note_landed(self) -> None:
-        with self._cond:
-            since, self._failing_since, self._last_error = self._failing_since, None, None
-        if since is not None:
-            log.warning("node %s: WAL-object uploads resumed after %.1f s of failures", self._node_id,
-                        self._clock.monotonic() - since)
-
-    def _note_failure(self, exc: S3StreamError) -> None:
-        with self._cond:
-            first = self._failing_since is None
-            if first:
-                self._failing_since = self._clock.monotonic()
-            self._last_error = exc
-        if first:
-            log.warning("node %s: WAL-object upload failed (%s); retrying with backoff, appends are acknowledged "
-                        "from the local WAL while buffer.bytes has room", self._node_id, exc)
-
-    def _whose(self, key: str, data: bytes) -> str:
-        """After a failed put-if-absent: "mine" (it landed), "absent" (spurious failure) or "theirs"."""
-        try:
-            return "mine" if self._store.get(key) == data else "theirs"
-        except ObjectNotFound:
-            return "absent"
-
-    def _check_not_overtaken(self, seq: int) -> None:
-        """Before a PUT after a long pause: make sure nobody fenced our namespace meanwhile.
-
-        A writer stalled for longer than WAL-object GC's minimum age could otherwise re-create a sequence
-        number that GC already deleted (manifest-protocol.md T1/T2); a re-probe finds the fence above it.
-        """
-        now = self._clock.monotonic()
-        if self._last_put_at is not None and now - self._last_put_at < self._stale_after_s:
-            return
-        from s3stream.write.node import latest_wal_seq
-
-        with self._cond:
-            assigned = self._next_seq  # sequences below this are ours (some may be in flight right now)
-        if latest_wal_seq(self._store, self._node_id, after=seq - 1) >= assigned:
-            raise Fenced(f"WAL namespace {self._node_id} moved past seq {seq} while this node was paused")
 
 
 def _settle(future: concurrent.futures.Future[int] | None, seq: int = -1, *, error: BaseException | None = None
@@ -530,26 +497,3 @@ def _settle(future: concurrent.futures.Future[int] | None, seq: int = -1, *, err
             future.set_exception(error)
     except InvalidStateError:  # resolved by another thread in between
         pass
-
-
-def _is_outage(exc: S3StreamError) -> bool:
-    """Whether a failed upload may land later by itself (the store is down, slow, refusing or unreachable
-    for now, even with an access error an operator can fix). A fence, ``Closed`` or a bug never will."""
-    return exc.retriable or isinstance(exc, ObjectStoreError | StoreAccessError | CorruptData)
-
-
-def _chunks_of(items: list[BufferedAppend]) -> list[WalChunkInput]:
-    by_log: dict[str, list[BufferedAppend]] = {}
-    for item in items:
-        by_log.setdefault(item.log_id, []).append(item)
-    chunks: list[WalChunkInput] = []
-    for log_id, group in by_log.items():
-        batches = [g.batch for g in group if g.batch.num_rows]
-        rolls = tuple(sorted({r for g in group for r in g.rolls}))
-        if not batches:
-            if rolls:  # an explicit roll with no record after it: the object still carries the boundary
-                chunks.append(WalChunkInput(log_id, pa.RecordBatch.from_pylist([], schema=RECORD_SCHEMA), rolls[-1:]))
-            continue
-        batch = batches[0] if len(batches) == 1 else pa.concat_batches(batches)
-        chunks.append(WalChunkInput(log_id, batch, rolls))
-    return chunks

@@ -63,7 +63,8 @@ def abandon(store: s3stream.Store) -> None:
             up._buf = type(up._buf)()  # what was buffered dies with the process
             up._closing = True
             up._cond.notify_all()
-        up._thread.join(10)
+        if up._thread is not None:
+            up._thread.join(10)
         with contextlib.suppress(Exception):
             node.wal.close()
     rt._closed = True
