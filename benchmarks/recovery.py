@@ -35,7 +35,6 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -48,6 +47,7 @@ from benchmarks.core.markdown import Markdown, render_result
 from benchmarks.core.measure import machine_info
 from benchmarks.core.requests import key_family
 from benchmarks.core.result import Run, WorkloadResult, write_result
+from benchmarks.core.scratch import run_in_scratch
 from benchmarks.core.targets import Target, open_target, target_slug
 from benchmarks.suite.context import SuiteContext
 from s3stream import Record
@@ -298,13 +298,9 @@ def make_config(*, quick: bool = False, entries: int | None = None, partitions: 
 def run_standalone(spec: str, cfg: RecoveryConfig, out_dir: Path, work_dir: Path | None = None) -> int:
     """Run, write ``out_dir/recovery-<target>[-quick].json`` and its ``.md``, print the summary; 1 if a check
     failed."""
-    if work_dir is not None:
-        work_dir.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="s3stream-recovery-bench-", dir=work_dir) as work:
-        result = run(spec, cfg, Path(work))
-    path = write_result(result, out_dir / f"recovery-{result['slug']}.json", render_markdown(result))
-    print(path.with_suffix(".md").read_text())
-    print(f"results: {path} and {path.with_suffix('.md')}")
+    result = run_in_scratch(lambda work: run(spec, cfg, work), prefix="s3stream-recovery-bench-", work_dir=work_dir,
+                            write=lambda r: write_result(r, out_dir / f"recovery-{r['slug']}.json",
+                                                         render_markdown(r)))
     return 1 if result["problems"] else 0
 
 

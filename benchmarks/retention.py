@@ -42,7 +42,6 @@ Every pass is checked (log starts, surviving segments, segments deleted); in the
 
 from __future__ import annotations
 
-import tempfile
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -56,6 +55,7 @@ from benchmarks.core.markdown import Markdown, render_result
 from benchmarks.core.measure import machine_info
 from benchmarks.core.requests import key_family
 from benchmarks.core.result import Run, WorkloadResult, write_result
+from benchmarks.core.scratch import run_in_scratch
 from benchmarks.suite.context import SuiteContext, SuiteParams
 from s3stream.base import layout
 from s3stream.base.clock import ManualClock
@@ -329,13 +329,10 @@ def make_config(*, profile: str = "s3-standard", quick: bool = False, partitions
 def run_standalone(cfg: BenchConfig, out_dir: Path, work_dir: Path | None = None) -> int:
     """Run, write ``out_dir/retention-<profile>[-quick].json`` and its ``.md``, print the summary; 1 if a check
     failed."""
-    if work_dir is not None:
-        work_dir.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="s3stream-retention-bench-", dir=work_dir) as work:
-        result = run(cfg, work_dir=work)
-    path = write_result(result, out_dir / f"retention-{result['slug']}.json", render_markdown(result))
-    print(path.with_suffix(".md").read_text())
-    print(f"results: {path} and {path.with_suffix('.md')}")
+    result = run_in_scratch(lambda work: run(cfg, work_dir=str(work)), prefix="s3stream-retention-bench-",
+                            work_dir=work_dir,
+                            write=lambda r: write_result(r, out_dir / f"retention-{r['slug']}.json",
+                                                         render_markdown(r)))
     return 1 if result["problems"] else 0
 
 

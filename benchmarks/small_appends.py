@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import collections
 import os
-import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -38,6 +37,7 @@ from benchmarks.core.fsyncprobe import probe as fsync_probe
 from benchmarks.core.markdown import Markdown, fmt, render_result
 from benchmarks.core.measure import machine_info
 from benchmarks.core.result import Figure, Run, write_result
+from benchmarks.core.scratch import run_in_scratch
 from benchmarks.core.targets import Target, open_target, target_slug
 from s3stream import AppendResult, Record
 
@@ -287,11 +287,8 @@ def render_markdown(result: dict[str, Any]) -> str:
 def run_standalone(spec: str, cfg: SmallAppendsConfig, out_dir: Path, work_dir: Path | None = None) -> int:
     """Run, write ``out_dir/small-appends-<target>[-quick].json`` and its ``.md``, print the summary; 1 if a
     target was missed or a check failed."""
-    if work_dir is not None:
-        work_dir.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="s3stream-small-appends-bench-", dir=work_dir) as work:
-        result = run(spec, cfg, Path(work))
-    path = write_result(result, out_dir / f"small-appends-{result['slug']}.json", render_markdown(result))
-    print(path.with_suffix(".md").read_text())
-    print(f"results: {path} and {path.with_suffix('.md')}")
+    result = run_in_scratch(lambda work: run(spec, cfg, work), prefix="s3stream-small-appends-bench-",
+                            work_dir=work_dir,
+                            write=lambda r: write_result(r, out_dir / f"small-appends-{r['slug']}.json",
+                                                         render_markdown(r)))
     return 0 if result["passed"] else 1

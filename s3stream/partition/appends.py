@@ -24,12 +24,13 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Sequence
-from concurrent.futures import Future, InvalidStateError
+from concurrent.futures import Future
 from dataclasses import dataclass
 
 import pyarrow as pa
 
 from s3stream.base.errors import InternalError, S3StreamError
+from s3stream.base.futures import settle
 from s3stream.base.records import AppendResult
 from s3stream.base.topic_config import TopicConfig
 from s3stream.format.walentry import AppendEntry, RollEntry, encode_entry
@@ -259,7 +260,7 @@ class Appender:
         records = nbytes = 0
         for q in group:
             assert q.result is not None
-            _settle(q.future, q.result)
+            settle(q.future, q.result)
             latency.observe(now - q.started)
             records += q.prepared.count
             nbytes += q.prepared.nbytes
@@ -276,16 +277,6 @@ def _typed(exc: BaseException, log_id: str) -> BaseException:
     return error
 
 
-def _settle(future: Future[AppendResult], result: AppendResult) -> None:
-    try:
-        future.set_result(result)
-    except InvalidStateError:  # already failed (it cannot be cancelled)
-        pass
-
-
 def _fail(items: Sequence[_Queued], exc: BaseException) -> None:
     for q in items:
-        try:
-            q.future.set_exception(exc)
-        except InvalidStateError:
-            pass
+        settle(q.future, error=exc)

@@ -34,7 +34,7 @@ import logging
 import threading
 from collections import deque
 from collections.abc import Callable
-from concurrent.futures import InvalidStateError, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -43,6 +43,7 @@ from s3stream.base import layout
 from s3stream.base.clock import Clock
 from s3stream.base.crashpoints import CrashPoints
 from s3stream.base.errors import BufferFull, Closed, Fenced, S3StreamError, StoreUnavailable
+from s3stream.base.futures import settle
 from s3stream.base.ids import IdSource
 from s3stream.format.walobject import WalObjectIndex, encode_wal_object
 from s3stream.objectstore.protocol import ObjectStore
@@ -419,7 +420,7 @@ class Uploader:
         error = StoreUnavailable(f"node {self._node_id}: the append's WAL object was not committed within "
                                  f"{self._max_block_s * 1000:.0f} ms{why}; its records are in the local WAL "
                                  "and may still be committed: a retry may duplicate them")
-        _settle(item.future, error=error)
+        settle(item.future, error=error)
 
     def _on_upload_done(self, _future: concurrent.futures.Future[FlushedObject]) -> None:
         try:
@@ -442,7 +443,7 @@ class Uploader:
                 flushed = head.future.result()
                 self._on_flushed(flushed, head.items)
                 for item in head.items:
-                    _settle(item.future, flushed.seq)
+                    settle(item.future, flushed.seq)
                 self._crash.hit("flush.before_trim")
                 self._trim_local(max(i.local_seq for i in head.items))
                 with self._cond:
@@ -465,7 +466,7 @@ class Uploader:
             self._cond.notify_all()
         err = exc if isinstance(exc, Exception) else Closed(f"node {self._node_id} stopped: {exc!r}")
         for item in pending:
-            _settle(item.future, error=err)
+            settle(item.future, error=err)
         if isinstance(exc, Fenced):
             log.error("node %s was fenced by another process; it stops accepting appends", self._node_id)
         elif not isinstance(exc, Exception):
@@ -485,15 +486,3 @@ class Uploader:
         return FlushedObject(key, seq, index, len(data))
 
 
-def _settle(future: concurrent.futures.Future[int] | None, seq: int = -1, *, error: BaseException | None = None
-            ) -> None:
-    """Resolve an append's future unless it is resolved already (published, failed or given up)."""
-    if future is None or future.done():
-        return
-    try:
-        if error is None:
-            future.set_result(seq)
-        else:
-            future.set_exception(error)
-    except InvalidStateError:  # resolved by another thread in between
-        pass
