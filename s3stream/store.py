@@ -179,6 +179,10 @@ class Store:
     def partitions(self, name: str) -> int:
         return self._rt.catalog.get(name).partitions
 
+    def topic_id(self, name: str) -> str:
+        """The topic's id (a lower-case ULID), new each time the name is (re)created. Raises UnknownTopic."""
+        return self._rt.catalog.get(name).topic_id
+
     def partition(self, name: str, index: int) -> PartitionLog:
         """The log of one partition. Raises UnknownTopic for a missing topic or partition."""
         return self._rt.partition(name, index)

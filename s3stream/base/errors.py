@@ -15,7 +15,10 @@ Tree (``retriable`` says whether retrying the same call may succeed)::
     │   ├── UnknownTopic                 no such topic or partition
     │   ├── InvalidPartitions            a partition count out of range, or not more than the topic has
     │   ├── TopicExists                  create_topic on an existing name
-    │   └── PolicyViolation              the topic's policy forbids this (DeleteRecords on compact-only)
+    │   ├── PolicyViolation              the topic's policy forbids this (DeleteRecords on compact-only)
+    │   └── OutOfOrderSequence           an idempotent producer skipped a sequence number (KIP-98)
+    ├── ProducerFenced                   a newer epoch of this producer id exists; the old one must stop
+    ├── UnknownProducerId                the log holds no state for this producer id (expired or removed)
     ├── Fenced                           a newer writer/cleaner owns this; stop, never retry
     ├── CorruptData                      bytes failed a checksum/bounds/version check; quarantine
     │   └── LocalWalCorrupt              the local WAL holds damage a crash does not explain; open refused,
@@ -67,8 +70,10 @@ __all__ = [
     "ObjectNotFound",
     "ObjectStoreError",
     "OffsetOutOfRange",
+    "OutOfOrderSequence",
     "PolicyViolation",
     "PreconditionFailed",
+    "ProducerFenced",
     "RecordTooLarge",
     "S3StreamError",
     "StoreAccessError",
@@ -76,6 +81,7 @@ __all__ = [
     "Throttled",
     "TopicExists",
     "TransientError",
+    "UnknownProducerId",
     "UnknownTopic",
     "UnsafeStore",
 ]
@@ -149,6 +155,18 @@ class TopicExists(InvalidRequest):
 
 class PolicyViolation(InvalidRequest):
     """The topic's policy forbids the operation (e.g. DeleteRecords on a compact-only topic)."""
+
+
+class OutOfOrderSequence(InvalidRequest):
+    """An idempotent producer's batch does not continue its sequence (a gap: an earlier batch was lost)."""
+
+
+class ProducerFenced(S3StreamError):
+    """A batch carries an older epoch of its producer id than the log has seen: a newer instance took over."""
+
+
+class UnknownProducerId(S3StreamError):
+    """A batch continues a sequence the log holds no state for (the producer's state expired or was removed)."""
 
 
 class Fenced(S3StreamError):
