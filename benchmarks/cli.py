@@ -43,7 +43,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
 _WORKLOADS, _SUITE, _FILES = "Workloads (standalone)", "Suite", "Result files"
 
 #: Workloads that run alone, with their own result files.
-STANDALONE = ("engine", "compaction", "retention", "recovery", "spark-compaction", "small-appends")
+STANDALONE = ("engine", "compaction", "retention", "recovery", "spark-compaction", "small-appends", "kafka")
 #: Suite workloads with a command of their own (the others are standalone workloads too).
 SUITE_COMMANDS = ("ingest", "e2e", "catchup", "mixed")
 
@@ -235,6 +235,40 @@ def small_appends(
         cfg = bench.make_config(quick=quick, appends=appends, window=window, value_bytes=value_bytes,
                                 options=_options(option or []))
     except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from exc
+    raise typer.Exit(bench.run_standalone(target, cfg, out_dir, work_dir))
+
+
+@app.command(rich_help_panel=_WORKLOADS, help=(
+    "Kafka: the Kafka server against the Python API on the same store: confluent-kafka produce (acks=all) "
+    "against append_arrow_async, consumer catch-up against read_arrow, added end-to-end p99 at half load."))
+def kafka(
+    target: TargetOpt = "file",
+    quick: Annotated[bool, typer.Option(help="24 MiB per produce path, 3 s of end to end per path.")] = False,
+    mib: Annotated[int | None, typer.Option(help="MiB each produce path writes (default 512).")] = None,
+    partitions: Annotated[int, typer.Option(help="Partitions of each topic.")] = 4,
+    record_bytes: Annotated[int, typer.Option(help="Bytes per record value.")] = 1024,
+    linger_ms: Annotated[int, typer.Option(help="linger.ms of the Kafka producer (and the Python API's batching "
+                                                "in the end-to-end phase).")] = 10,
+    api_threads: Annotated[int, typer.Option(help="Python API producer threads.")] = 4,
+    api_batch_records: Annotated[int, typer.Option(help="Records per Python API append (0: the Kafka producer's "
+                                                        "measured mean batch).")] = 0,
+    api_inflight_mib: Annotated[int, typer.Option(help="MiB of Python API appends in flight (all threads).")] = 32,
+    e2e_seconds: Annotated[float | None, typer.Option(help="Seconds of end to end per path (default 30).")] = None,
+    option: StoreOpts = None,
+    server_option: Annotated[list[str] | None, typer.Option("--server-option", help="Kafka server option "
+                                                            "NAME=VALUE (repeatable).")] = None,
+    out_dir: OutDirOpt = RESULTS_DIR,
+    work_dir: WorkDirOpt = None,
+) -> None:
+    from benchmarks import kafka as bench
+
+    try:
+        cfg = bench.make_config(quick=quick, mib=mib, partitions=partitions, record_bytes=record_bytes,
+                                linger_ms=linger_ms, api_threads=api_threads, api_batch_records=api_batch_records,
+                                api_inflight_mib=api_inflight_mib, e2e_seconds=e2e_seconds,
+                                options=_options(option or []), broker_options=_options(server_option or []))
+    except (ValueError, S3StreamError) as exc:
         raise typer.BadParameter(str(exc)) from exc
     raise typer.Exit(bench.run_standalone(target, cfg, out_dir, work_dir))
 

@@ -24,6 +24,7 @@ from s3stream.base.topic_config import effective_topic_config
 from s3stream.engine.runtime import Runtime
 from s3stream.maintenance.gc import GarbageReport, collect_garbage
 from s3stream.maintenance.retention import RetentionReport, run_retention_pass
+from s3stream.manifest.producer_ids import ProducerIdAllocator, producer_id_store
 from s3stream.objectstore.protocol import ObjectStore
 from s3stream.objectstore.url import open_object_store, parse_store_url
 from s3stream.partition.log import PartitionLog
@@ -95,6 +96,8 @@ class Store:
         self._metrics = StoreMetrics()
         self._cleaner: Cleaner | None = None
         self._cleaner_lock = threading.Lock()
+        self._producer_ids: ProducerIdAllocator | None = None
+        self._producer_ids_lock = threading.Lock()
         self._rt = Runtime(url=url, objstore=objstore, settings=settings, clock=clock, ids=ids, crash=crash,
                            wal_root=wal_root, metrics=self._metrics, seal_in_workers=seal_in_workers)
         try:
@@ -205,6 +208,21 @@ class Store:
         return {"name": doc.name, "topic_id": doc.topic_id, "partitions": doc.partitions,
                 "config": effective_topic_config(doc.config), "overrides": dict(doc.config),
                 "partition_info": parts}
+
+    def allocate_producer_id(self) -> int:
+        """A producer id for an idempotent producer (Kafka's InitProducerId), unique across every process
+        sharing the bucket: taken from this store's block of ids, a new block committed to the bucket once per
+        1000 ids (:mod:`s3stream.manifest.producer_ids`). Thread-safe; raises Closed after ``close()``, and
+        what a commit raises (CommitTimeout when the bucket does not answer)."""
+        self._rt.check_open()
+        with self._producer_ids_lock:
+            if self._producer_ids is None:
+                rt = self._rt
+                owner = self.node_id or f"store-{rt.ids.ulid(rt.clock.now_ms()).lower()}"
+                self._producer_ids = ProducerIdAllocator(
+                    producer_id_store(rt.objstore, rt.clock, rt.ids), owner)
+            allocator = self._producer_ids
+        return allocator.allocate()
 
     # -- background work, one pass each -----------------------------------------------------------
 

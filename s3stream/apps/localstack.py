@@ -1,4 +1,7 @@
-"""A local stack without Docker: SeaweedFS (``weed mini``) and ``s3stream serve``, both on 127.0.0.1.
+"""A local stack without Docker: SeaweedFS (``weed mini``) and ``s3stream serve``, all on 127.0.0.1.
+
+serve runs with its Kafka listener (``--listen 127.0.0.1:<kafka port>``), so Kafka clients use the stack
+at :attr:`LocalStackInfo.kafka_bootstrap`.
 
 :class:`LocalStack` is what ``s3stream local-stack`` runs (that command prints :class:`LocalStackInfo`
 for humans); tests drive it with :meth:`~LocalStack.start`, :meth:`~LocalStack.wait` and
@@ -18,7 +21,8 @@ Invariants:
   :data:`LOCAL_SECRET_KEY` (weed creates its admin user from them and then checks signatures); the
   children never see the caller's AWS session, profile or endpoint variables.
 * :meth:`LocalStack.start` returns only once the bucket exists, a write to it succeeded and serve
-  answers on ``/metrics``; if it raises, nothing it started is left running.
+  answers on ``/metrics`` and accepts connections on its Kafka port; if it raises, nothing it started is
+  left running.
 * :meth:`LocalStack.stop` is idempotent and leaves nothing running: serve gets SIGTERM first (it
   flushes and closes its store while S3 is still up), then weed's process group SIGTERM, each followed
   by SIGKILL after a grace period; both are reaped and weed's sockets outside the directory removed.
@@ -48,14 +52,15 @@ from s3stream.objectstore.url import parse_store_url
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
 
-__all__ = ["DEFAULT_BUCKET", "DEFAULT_METRICS_PORT", "DEFAULT_REGION", "DEFAULT_S3_PORT", "LOCAL_ACCESS_KEY",
-           "LOCAL_SECRET_KEY", "LocalStack", "LocalStackError", "LocalStackInfo"]
+__all__ = ["DEFAULT_BUCKET", "DEFAULT_KAFKA_PORT", "DEFAULT_METRICS_PORT", "DEFAULT_REGION", "DEFAULT_S3_PORT",
+           "LOCAL_ACCESS_KEY", "LOCAL_SECRET_KEY", "LocalStack", "LocalStackError", "LocalStackInfo"]
 
 #: Throwaway credentials of the local SeaweedFS only (it listens on 127.0.0.1); never real ones.
 LOCAL_ACCESS_KEY = "s3stream-local"
 LOCAL_SECRET_KEY = "s3stream-local-secret-key"
 DEFAULT_S3_PORT = 8333  # weed's own default S3 port
 DEFAULT_METRICS_PORT = 9100  # s3stream serve's default
+DEFAULT_KAFKA_PORT = 9092  # s3stream serve's (and Kafka's) default
 DEFAULT_BUCKET = "s3stream"
 DEFAULT_REGION = "us-east-1"
 
@@ -86,6 +91,8 @@ class LocalStackInfo:
     metrics_url: str
     weed_pid: int
     serve_pid: int
+    #: ``host:port`` for Kafka clients' ``bootstrap.servers`` (serve's Kafka listener)
+    kafka_bootstrap: str | None = None
 
     @property
     def store_url(self) -> str:
@@ -105,19 +112,22 @@ class _Ports:
     weed: Mapping[str, int]
     s3: int
     metrics: int
+    kafka: int
 
 
 class LocalStack:
     """SeaweedFS plus ``s3stream serve`` in ``directory``; see the module docstring."""
 
     def __init__(self, directory: str | Path, *, s3_port: int = DEFAULT_S3_PORT,
-                 metrics_port: int = DEFAULT_METRICS_PORT, bucket: str = DEFAULT_BUCKET,
+                 metrics_port: int = DEFAULT_METRICS_PORT, kafka_port: int = DEFAULT_KAFKA_PORT,
+                 bucket: str = DEFAULT_BUCKET,
                  region: str = DEFAULT_REGION, serve_options: Iterable[str] = (), clock: Clock | None = None,
                  startup_timeout_s: float = 60.0, stop_timeout_s: float = 30.0) -> None:
         """Args:
             directory: the stack directory (created).
             s3_port: SeaweedFS's S3 port (0: a free one); ``s3_port + 10000`` must be free too.
             metrics_port: serve's ``/metrics`` port (0: a free one).
+            kafka_port: serve's Kafka listener port (0: a free one).
             bucket: the bucket created for the store.
             region: the region in the store URL.
             serve_options: ``KEY=VALUE`` store settings passed to serve as ``--option``.
@@ -126,7 +136,7 @@ class LocalStack:
             stop_timeout_s: grace period of each process after SIGTERM, before SIGKILL.
         """
         self.directory = Path(directory).resolve()
-        self._s3_port, self._metrics_port = s3_port, metrics_port
+        self._s3_port, self._metrics_port, self._kafka_port = s3_port, metrics_port, kafka_port
         self._bucket, self._region = bucket, region
         self._serve_options = list(serve_options)
         self._clock = clock or SystemClock()
@@ -151,7 +161,7 @@ class LocalStack:
         self._stop_requested.clear()
         self.directory.mkdir(parents=True, exist_ok=True)
         try:
-            self._ports = ports = _choose_ports(self._s3_port, self._metrics_port)
+            self._ports = ports = _choose_ports(self._s3_port, self._metrics_port, self._kafka_port)
             endpoint = f"http://127.0.0.1:{ports.s3}"
             weed = self._start_weed(ports, endpoint)
             serve = self._start_serve(ports, endpoint)
@@ -160,7 +170,8 @@ class LocalStack:
             raise
         self.info = LocalStackInfo(directory=self.directory, endpoint_url=endpoint, bucket=self._bucket,
                                    region=self._region, metrics_url=f"http://127.0.0.1:{ports.metrics}/metrics",
-                                   weed_pid=weed.pid, serve_pid=serve.pid)
+                                   weed_pid=weed.pid, serve_pid=serve.pid,
+                                   kafka_bootstrap=f"127.0.0.1:{ports.kafka}")
         return self.info
 
     def request_stop(self) -> None:
@@ -251,12 +262,14 @@ class LocalStack:
         parse_store_url(url)  # a bad bucket name fails here, naming it, not in the child's log
         cmd = [sys.executable, "-c", "from s3stream.apps.cli import main; main()", "serve", "--url", url,
                "--metrics-host", "127.0.0.1", "--metrics-port", str(ports.metrics),
+               "--listen", f"127.0.0.1:{ports.kafka}",
                "--option", f"wal_dir={self.directory / 'serve-wal'}"]
         for option in self._serve_options:
             cmd += ["--option", option]
         self._serve = _spawn(cmd, self.directory / "serve.log")
         metrics_url = f"http://127.0.0.1:{ports.metrics}/metrics"
-        self._wait_ready(self._serve, "s3stream serve", "serve.log", lambda: _answers(metrics_url))
+        self._wait_ready(self._serve, "s3stream serve", "serve.log",
+                         lambda: _answers(metrics_url) or _accepts(ports.kafka))
         return self._serve
 
     def _wait_ready(self, proc: subprocess.Popen[bytes], what: str, log_name: str,
@@ -302,7 +315,16 @@ def _answers(url: str) -> str | None:
         return f"{type(exc).__name__}: {exc}"
 
 
-def _choose_ports(s3_port: int, metrics_port: int) -> _Ports:
+def _accepts(port: int) -> str | None:
+    """None if something accepts TCP connections on 127.0.0.1:``port``, else why not."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=2):
+            return None
+    except OSError as exc:
+        return f"Kafka port {port}: {type(exc).__name__}: {exc}"
+
+
+def _choose_ports(s3_port: int, metrics_port: int, kafka_port: int) -> _Ports:
     """Free ports for every listener; a port asked for explicitly must be free (with its gRPC pair)."""
     held: list[socket.socket] = []
     try:
@@ -310,11 +332,14 @@ def _choose_ports(s3_port: int, metrics_port: int) -> _Ports:
             held += [_hold(s3_port, "--s3-port"), _hold(s3_port + _GRPC_OFFSET, "--s3-port (+10000, gRPC)")]
         if metrics_port:
             held.append(_hold(metrics_port, "--metrics-port"))
+        if kafka_port:
+            held.append(_hold(kafka_port, "--kafka-port"))
         # One call, so no two listeners get the same port; held ports cannot be chosen.
-        paired = free_ports(len(_WEED_COMPONENTS) + (s3_port == 0) + (metrics_port == 0),
+        paired = free_ports(len(_WEED_COMPONENTS) + (s3_port == 0) + (metrics_port == 0) + (kafka_port == 0),
                             paired_offset=_GRPC_OFFSET)
         s3 = s3_port or paired.pop()
         metrics = metrics_port or paired.pop()
+        kafka = kafka_port or paired.pop()
     except (OSError, RuntimeError) as exc:  # free_ports raises ServerError, a RuntimeError
         raise LocalStackError(f"could not choose free ports on 127.0.0.1: {exc}") from exc
     finally:
@@ -323,7 +348,7 @@ def _choose_ports(s3_port: int, metrics_port: int) -> _Ports:
     weed = {"s3.port": s3, "s3.port.grpc": s3 + _GRPC_OFFSET}
     for name, port in zip(_WEED_COMPONENTS, paired, strict=True):
         weed[f"{name}.port"], weed[f"{name}.port.grpc"] = port, port + _GRPC_OFFSET
-    return _Ports(weed=weed, s3=s3, metrics=metrics)
+    return _Ports(weed=weed, s3=s3, metrics=metrics, kafka=kafka)
 
 
 def _hold(port: int, flag: str) -> socket.socket:

@@ -12,8 +12,10 @@ the store broke a promise).
 
 Default steps: create a 3-partition topic with ``segment.bytes=64 KiB``; produce N keyed records
 (Kafka's partitioner) with a progress bar; consume everything back and verify count and order per
-partition; force a roll; DeleteRecords plus a retention pass; a compacted topic cleaned by the cleaner;
-show the objects by kind, one partition's manifest, and the requests made.
+partition; produce and consume a few records through a Kafka client (confluent-kafka, else kafka-python;
+skipped with a note when neither is installed) and the Kafka listener on an ephemeral 127.0.0.1 port; force
+a roll; DeleteRecords plus a retention pass; a compacted topic cleaned by the cleaner; show the objects by
+kind, one partition's manifest, and the requests made.
 """
 
 from __future__ import annotations
@@ -48,6 +50,8 @@ SEGMENT_BYTES = 64 << 10
 _APPEND_BATCH = 500
 _READ_BATCH = 5000
 _KEYS = 997  # distinct keys; records of one key stay in order on one partition
+_KAFKA_RECORDS = 5
+_KAFKA_TIMEOUT_S = 20.0
 
 
 @dataclass(slots=True)
@@ -150,6 +154,101 @@ def consume_and_verify(ctx: QuickstartContext) -> None:
         if not values.equals(pa.array(expected, pa.binary())):
             raise InternalError(f"quickstart: partition {p} returned values out of produce order")
     ctx.console.print(f"consumed {ctx.records:,} records back: counts, offsets and order verified")
+
+
+def _kafka_client() -> str | None:
+    """The Kafka client library the Kafka step uses: confluent-kafka, else kafka-python, else None."""
+    import importlib.util
+
+    for module, name in (("confluent_kafka", "confluent-kafka"), ("kafka", "kafka-python")):
+        if importlib.util.find_spec(module) is not None:
+            return name
+    return None
+
+
+def _confluent_round_trip(ctx: QuickstartContext, bootstrap: str, topic: str,
+                          records: list[tuple[bytes, bytes]]) -> list[tuple[bytes | None, bytes | None]]:
+    from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
+
+    failures: list[KafkaError] = []
+
+    def delivered(err: KafkaError | None, msg: Message) -> None:
+        if err is not None:
+            failures.append(err)
+
+    common = {"bootstrap.servers": bootstrap, "log_level": 3}
+    producer = Producer({**common, "linger.ms": 5, "message.timeout.ms": int(_KAFKA_TIMEOUT_S * 1000)})
+    for key, value in records:
+        producer.produce(topic, value=value, key=key, partition=0, on_delivery=delivered)
+    if producer.flush(_KAFKA_TIMEOUT_S) or failures:
+        raise InternalError(f"quickstart: the Kafka producer did not get every record acknowledged: {failures[:1]}")
+    consumer = Consumer({**common, "group.id": "s3stream-quickstart", "enable.auto.commit": False})
+    got: list[tuple[bytes | None, bytes | None]] = []
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        deadline = ctx.store.clock.monotonic() + _KAFKA_TIMEOUT_S
+        while len(got) < len(records) and ctx.store.clock.monotonic() < deadline:
+            for msg in consumer.consume(len(records) - len(got), timeout=0.5):
+                if msg.error() is not None:
+                    raise InternalError(f"quickstart: the Kafka consumer failed: {msg.error()}")
+                got.append((msg.key(), msg.value()))
+    finally:
+        consumer.close()
+    return got
+
+
+def _kafka_python_round_trip(ctx: QuickstartContext, bootstrap: str, topic: str,
+                             records: list[tuple[bytes, bytes]]) -> list[tuple[bytes | None, bytes | None]]:
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition  # type: ignore[import-untyped]
+
+    producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=5)
+    try:
+        futures = [producer.send(topic, key=key, value=value, partition=0) for key, value in records]
+        producer.flush(_KAFKA_TIMEOUT_S)
+        for future in futures:
+            future.get(timeout=_KAFKA_TIMEOUT_S)
+    finally:
+        producer.close()
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False)
+    got: list[tuple[bytes | None, bytes | None]] = []
+    try:
+        partition = TopicPartition(topic, 0)
+        consumer.assign([partition])
+        consumer.seek(partition, 0)
+        deadline = ctx.store.clock.monotonic() + _KAFKA_TIMEOUT_S
+        while len(got) < len(records) and ctx.store.clock.monotonic() < deadline:
+            for batch in consumer.poll(timeout_ms=500).values():
+                got += [(msg.key, msg.value) for msg in batch]
+    finally:
+        consumer.close()
+    return got
+
+
+def kafka_clients(ctx: QuickstartContext) -> None:
+    """A few records through a real Kafka client: the Kafka listener on an ephemeral 127.0.0.1 port."""
+    client = _kafka_client()
+    if client is None:
+        ctx.notes["kafka"] = None
+        ctx.console.print("no Kafka client installed (pip install confluent-kafka or kafka-python): step skipped")
+        return
+    from s3stream.apps.kafka.config import BrokerConfig
+    from s3stream.apps.kafka.server import KafkaServerThread
+
+    topic = f"{ctx.topic}-kafka"
+    ctx.store.create_topic(topic, partitions=1)
+    records = [(b"user-%03d" % i, b'{"event": %d, "via": "kafka"}' % i) for i in range(_KAFKA_RECORDS)]
+    round_trip = _confluent_round_trip if client == "confluent-kafka" else _kafka_python_round_trip
+    # librdkafka's consumer looks up a group coordinator even without a group: one offsets partition is plenty
+    with KafkaServerThread(ctx.store, BrokerConfig(port=0, offsets_topic_num_partitions=1)) as server:
+        got = round_trip(ctx, server.bootstrap, topic, records)
+        bootstrap = server.bootstrap
+    if got != records:
+        raise InternalError(f"quickstart: the Kafka consumer read {len(got)} records back, not the "
+                            f"{len(records)} produced in order")
+    ctx.notes["kafka"] = {"client": client, "bootstrap": bootstrap, "records": len(got)}
+    ctx.console.print(f"{client} produced {len(records)} records to {topic} through the Kafka listener on "
+                      f"{bootstrap} and consumed them back: same keys, values and order "
+                      f"(the store holds them: log end offset {ctx.store.partition(topic, 0).log_end_offset})")
 
 
 def roll(ctx: QuickstartContext) -> None:
@@ -275,6 +374,7 @@ DEFAULT_STEPS: list[Step] = [
     Step("create a topic", create_topic),
     Step("produce keyed records", produce),
     Step("consume and verify", consume_and_verify),
+    Step("through the Kafka protocol", kafka_clients),
     Step("force a roll", roll),
     Step("retention: DeleteRecords and a retention pass", retention),
     Step("compaction: keep the latest value per key", compact),

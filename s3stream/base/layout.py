@@ -7,6 +7,7 @@
     {root}/logs/{topic_id}/{partition}/segments/{base:020d}-{ulid}.parquet   sealed segments (unique)
     {root}/logs/{topic_id}/{partition}/gc/manifest.boundary    manifest GC boundary (If-Match)
     {root}/wal/{node_id}/{seq:020d}.wal                        WAL objects; the key is the commit point
+    {root}/producer_ids/{seq:020d}.json                        producer id blocks (put-if-absent counter)
     {root}/_probe/{token}/...                                  capability probe scratch keys
     {root}/_spark/jobs/{job_id}/heartbeat                      a distributed job's liveness (re-PUT while it runs)
     {root}/_spark/jobs/{job_id}/maps/{topic_id}-{partition}.arrow   a compaction job's offset maps (scratch)
@@ -20,10 +21,13 @@ from __future__ import annotations
 
 import re
 
+from s3stream.base.topic_config import validate_topic_name
+
 __all__ = [
     "JOBS_PREFIX",
     "JOB_ABANDONED_AFTER_MS",
     "JOB_HEARTBEAT_INTERVAL_MS",
+    "PRODUCER_IDS_PREFIX",
     "job_heartbeat_key",
     "job_map_key",
     "job_prefix",
@@ -32,6 +36,7 @@ __all__ = [
     "parse_job_id",
     "parse_seq",
     "parse_wal_key",
+    "producer_ids_key",
     "segment_key",
     "topic_meta_key",
     "topic_meta_prefix",
@@ -43,7 +48,9 @@ _SEQ_RE = re.compile(r"(\d{20})\.(?:json|wal)$")
 
 
 def topic_meta_prefix(name: str) -> str:
-    return f"topics/{name}/meta/"
+    """Where topic ``name``'s documents live; InvalidTopic unless ``name`` follows Kafka's rules, so no name
+    (a path, ``..``, anything outside ``[a-zA-Z0-9._-]``, over 249 characters) ever becomes part of a key."""
+    return f"topics/{validate_topic_name(name)}/meta/"
 
 
 def topic_meta_key(name: str, seq: int) -> str:
@@ -68,6 +75,14 @@ def wal_prefix(node_id: str) -> str:
 
 def wal_key(node_id: str, seq: int) -> str:
     return f"{wal_prefix(node_id)}{seq:020d}.wal"
+
+
+#: the idempotent producers' id counter (:mod:`s3stream.manifest.producer_ids`)
+PRODUCER_IDS_PREFIX = "producer_ids/"
+
+
+def producer_ids_key(seq: int) -> str:
+    return f"{PRODUCER_IDS_PREFIX}{seq:020d}.json"
 
 
 def parse_seq(key: str) -> int | None:

@@ -2,22 +2,26 @@
 
 Two kinds of entry, one per call of :func:`encode_entry`:
 
-* :class:`AppendEntry` -- one log's appended records (offsets already assigned);
+* :class:`AppendEntry` -- one log's appended records (offsets already assigned), and the idempotent
+  producers' batches among them (``producers``, usually none);
 * :class:`RollEntry` -- a segment boundary: a new segment of the log starts at ``base_offset``.
 
 Byte layout (little-endian; see ``docs/formats.md``)::
 
-    version u8 | kind u8 (1 append, 2 roll) | log_id_len u16 | body_len u32 | log_id (UTF-8) | body |
-    crc32c u32 (over every preceding byte of the entry)
+    version u8 | kind u8 (1 append, 2 roll, 4 producer append) | log_id_len u16 | body_len u32 |
+    log_id (UTF-8) | body | crc32c u32 (over every preceding byte of the entry)
 
     append body: an Arrow IPC encapsulated record-batch message of RECORD_SCHEMA, uncompressed
                  (local disk: speed over size; schema-less, fixed by the version)
     roll body:   base_offset i64
+    producer append body: count u32 | count x (producer_id i64 | epoch i16 | base_sequence i32 |
+                 record_count i32 | base_offset i64) | the append body
+                 (written only when ``producers`` is not empty: other appends keep kind 1, byte for byte)
 
 The ``wal`` frame already carries a length and CRC; this format still has its own version, lengths and
 CRC32C so a payload is self-validating wherever it travels (tests, tools, a future WAL). Invariants checked
 on encode and decode: the batch has RECORD_SCHEMA and strictly increasing offsets >= 0; ``base_offset >= 0``;
-the lengths add up to the payload length exactly.
+the lengths add up to the payload length exactly; producer batches lie in the batch's offset range, in order.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 
 from s3stream.base.errors import CorruptData, InternalError
+from s3stream.base.producer import ProducerAppend
 from s3stream.base.records import RECORD_SCHEMA
 
 __all__ = ["WAL_ENTRY_VERSION", "AppendEntry", "RollEntry", "decode_entry", "encode_entry"]
@@ -39,6 +44,9 @@ WAL_ENTRY_VERSION = 1
 
 _KIND_APPEND = 1
 _KIND_ROLL = 2
+_KIND_PRODUCER_APPEND = 4
+_COUNT = struct.Struct("<I")
+_PRODUCER = struct.Struct("<qhiiq")
 _HEAD = struct.Struct("<BBHI")
 _ROLL = struct.Struct("<q")
 _CRC = struct.Struct("<I")
@@ -48,10 +56,11 @@ _DECODE_ERRORS = (pa.ArrowException, ValueError, TypeError, KeyError, IndexError
 
 @dataclass(frozen=True, slots=True)
 class AppendEntry:
-    """Records appended to one log; offsets are in the batch."""
+    """Records appended to one log; offsets are in the batch, idempotent producers' batches in ``producers``."""
 
     log_id: str
     batch: pa.RecordBatch
+    producers: tuple[ProducerAppend, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +78,21 @@ def _offsets_ok(batch: pa.RecordBatch) -> bool:
     return int(offs[0]) >= 0 and bool(np.all(np.diff(offs) > 0))
 
 
+def _producers_ok(batch: pa.RecordBatch, producers: tuple[ProducerAppend, ...]) -> bool:
+    """Producer batches are valid, in order, and at offsets the batch holds."""
+    if not producers:
+        return True
+    if batch.num_rows == 0:
+        return False
+    offs = batch.column("offset")
+    end, last = int(offs[0].as_py()), int(offs[-1].as_py())
+    for p in producers:
+        if not p.valid() or p.base_offset < end or p.last_offset > last:
+            return False
+        end = p.last_offset + 1
+    return True
+
+
 def encode_entry(entry: AppendEntry | RollEntry) -> bytes:
     """Encode one entry (validated first).
 
@@ -83,7 +107,16 @@ def encode_entry(entry: AppendEntry | RollEntry) -> bytes:
         batch = entry.batch
         if not batch.schema.equals(RECORD_SCHEMA) or not _offsets_ok(batch):
             raise InternalError("AppendEntry batch must have RECORD_SCHEMA and increasing offsets >= 0")
-        kind, body = _KIND_APPEND, batch.serialize().to_pybytes()
+        if not entry.producers:
+            kind, body = _KIND_APPEND, batch.serialize().to_pybytes()
+        else:
+            if not _producers_ok(batch, entry.producers):
+                raise InternalError("AppendEntry producer batches must be valid, in order, inside the batch")
+            kind = _KIND_PRODUCER_APPEND
+            body = b"".join((_COUNT.pack(len(entry.producers)),
+                             *(_PRODUCER.pack(p.producer_id, p.producer_epoch, p.base_sequence, p.record_count,
+                                              p.base_offset) for p in entry.producers),
+                             batch.serialize().to_pybytes()))
     else:
         if entry.base_offset < 0:
             raise InternalError(f"RollEntry base_offset must be >= 0, got {entry.base_offset}")
@@ -121,6 +154,8 @@ def decode_entry(payload: bytes, *, source: str) -> AppendEntry | RollEntry:
         return _decode_roll(log_id, body, source)
     if kind == _KIND_APPEND:
         return AppendEntry(log_id, _decode_batch(body, source))
+    if kind == _KIND_PRODUCER_APPEND:
+        return _decode_producer_append(log_id, body, source)
     raise CorruptData(f"unknown WAL entry kind {kind}", source=source)
 
 
@@ -131,6 +166,23 @@ def _decode_roll(log_id: str, body: memoryview, source: str) -> RollEntry:
     if base_offset < 0:
         raise CorruptData(f"roll entry base_offset {base_offset} < 0", source=source)
     return RollEntry(log_id, int(base_offset))
+
+
+def _decode_producer_append(log_id: str, body: memoryview, source: str) -> AppendEntry:
+    if len(body) < _COUNT.size:
+        raise CorruptData("producer append entry is too short", source=source)
+    (count,) = _COUNT.unpack_from(body)
+    start = _COUNT.size + count * _PRODUCER.size
+    if count == 0 or start > len(body):
+        raise CorruptData(f"producer append entry lists {count} producer batches in {len(body)} bytes",
+                          source=source)
+    producers = tuple(ProducerAppend(*_PRODUCER.unpack_from(body, _COUNT.size + i * _PRODUCER.size))
+                      for i in range(count))
+    batch = _decode_batch(body[start:], source)
+    if not _producers_ok(batch, producers):
+        raise CorruptData("producer append entry: producer batches outside the records or out of order",
+                          source=source)
+    return AppendEntry(log_id, batch, producers)
 
 
 def _decode_batch(body: memoryview, source: str) -> pa.RecordBatch:

@@ -27,7 +27,10 @@ Two optional index fields let a reader tell a WAL object still in flight from on
 were all committed before this object was written; and, on the *close marker* a node writes at a clean
 close (a fence object), ``ends``: each log's end offset then; and ``hole``, on a fence object a claiming
 process put at a sequence number its fenced owner had not committed (so it never will). They are omitted
-when unset, so objects without them encode exactly as before.
+when unset, so objects without them encode exactly as before. Likewise a chunk's idempotent-producer
+batches (``producers``: ``[producer_id, epoch, base_sequence, record_count, base_offset]`` each, in offset
+order, inside the chunk's range) are a 12th element of its index entry only when it has any, so a process
+that takes the partition over rebuilds the producers' state from the objects alone.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 
 from s3stream.base.errors import CorruptData, InternalError
+from s3stream.base.producer import ProducerAppend
 from s3stream.base.records import RECORD_SCHEMA, batch_nbytes
 
 __all__ = [
@@ -82,6 +86,7 @@ class WalChunkInput:
     log_id: str
     batch: pa.RecordBatch
     roll_offsets: tuple[int, ...] = ()
+    producers: tuple[ProducerAppend, ...] = ()  #: idempotent producers' batches among its records
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +104,7 @@ class WalChunkIndex:
     byte_end: int
     crc32c: int  #: CRC32C of the chunk bytes
     roll_offsets: tuple[int, ...]
+    producers: tuple[ProducerAppend, ...] = ()  #: idempotent producers' batches, in offset order
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,7 +213,7 @@ def encode_wal_object(*, node_id: str, seq: int, created_ms: int, chunks: Sequen
         payload = _ipc_message(chunk.batch)
         entries.append(WalChunkIndex(chunk.log_id, base, last, chunk.batch.num_rows,
                                      batch_nbytes(chunk.batch), max_ts, first_ts, pos, pos + len(payload),
-                                     crc32c.crc32c(payload), tuple(chunk.roll_offsets)))
+                                     crc32c.crc32c(payload), tuple(chunk.roll_offsets), tuple(chunk.producers)))
         parts.append(payload)
         pos += len(payload)
     index = WalObjectIndex(node_id, seq, created_ms, False, tuple(entries), committed)
@@ -228,7 +234,8 @@ def _finish(parts: list[bytes | pa.Buffer], index_offset: int, index: WalObjectI
     doc = {"v": WAL_OBJECT_VERSION, "node_id": index.node_id, "seq": index.seq,
            "created_ms": index.created_ms, "fence": index.fence, "chunks": [
                [c.log_id, c.base_offset, c.last_offset, c.record_count, c.size_bytes, c.max_timestamp,
-                c.first_timestamp, c.byte_start, c.byte_end, c.crc32c, list(c.roll_offsets)]
+                c.first_timestamp, c.byte_start, c.byte_end, c.crc32c, list(c.roll_offsets),
+                *([[p.to_list() for p in c.producers]] if c.producers else [])]
                for c in index.chunks]}
     if index.committed is not None:
         doc["committed"] = list(index.committed)
@@ -314,12 +321,14 @@ def _pair(raw: Any, source: str) -> tuple[Any, Any]:
 
 
 def _parse_chunk(raw: Any, source: str) -> WalChunkIndex:
-    if type(raw) is not list or len(raw) != 11:
+    if type(raw) is not list or len(raw) not in (11, 12):
         raise CorruptData("malformed WAL index chunk entry", source=source)
     ints = [_typed(v, int, source) for v in raw[1:10]]
     rolls = tuple(_typed(v, int, source) for v in _typed(raw[10], list, source))
+    producers = tuple(ProducerAppend.from_list(p, source=source) for p in _typed(raw[11], list, source)) \
+        if len(raw) == 12 else ()
     return WalChunkIndex(_typed(raw[0], str, source), ints[0], ints[1], ints[2], ints[3], ints[4], ints[5],
-                         ints[6], ints[7], ints[8], rolls)
+                         ints[6], ints[7], ints[8], rolls, producers)
 
 
 def _check_index(index: WalObjectIndex, index_offset: int, error: type[Exception], source: str) -> None:
@@ -351,7 +360,17 @@ def _chunk_ok(c: WalChunkIndex, pos: int, index_offset: int) -> bool:
                       and c.size_bytes >= 21 * c.record_count)
     return (content_ok and bool(c.log_id) and c.base_offset >= 0 and c.record_count >= 0
             and pos <= c.byte_start < c.byte_end <= index_offset and 0 <= c.crc32c < 1 << 32
-            and _rolls_ok(c.roll_offsets, c.base_offset, c.last_offset))
+            and _rolls_ok(c.roll_offsets, c.base_offset, c.last_offset) and _producers_ok(c))
+
+
+def _producers_ok(c: WalChunkIndex) -> bool:
+    """A chunk's producer batches lie inside its range, in offset order, without overlap."""
+    end = c.base_offset
+    for p in c.producers:
+        if not p.valid() or p.base_offset < end or p.last_offset > c.last_offset:
+            return False
+        end = p.last_offset + 1
+    return True
 
 
 def read_wal_index(fetch: Callable[[int, int], bytes], object_size: int, *, source: str) -> WalObjectIndex:
@@ -379,8 +398,8 @@ def decode_chunk(data: bytes, chunk: WalChunkIndex, *, source: str) -> pa.Record
     """Decode one chunk given exactly its bytes ``[byte_start, byte_end)``; CRC- and content-checked.
 
     Raises:
-        CorruptData: length or CRC32C mismatch, undecodable message, or records that disagree with
-            the index entry (count, offsets, timestamps, size).
+        CorruptData: length or CRC32C mismatch, undecodable message, nulls in a non-nullable field, or
+            records that disagree with the index entry (count, offsets, timestamps, size).
     """
     if len(data) != chunk.byte_end - chunk.byte_start:
         raise CorruptData(f"chunk of {chunk.log_id!r} has {len(data)} bytes, index says "
@@ -392,9 +411,23 @@ def decode_chunk(data: bytes, chunk: WalChunkIndex, *, source: str) -> pa.Record
         batch.validate(full=True)
     except _DECODE_ERRORS as e:
         raise CorruptData(f"cannot decode chunk of {chunk.log_id!r}: {e}", source=source) from e
+    if not _required_present(batch):
+        raise CorruptData(f"chunk of {chunk.log_id!r} holds nulls where RECORD_SCHEMA allows none", source=source)
     if not _chunk_matches(batch, chunk):
         raise CorruptData(f"chunk of {chunk.log_id!r} disagrees with the WAL index", source=source)
     return batch
+
+
+def _required_present(batch: pa.RecordBatch) -> bool:
+    """No null offset, timestamp, header or header key: Arrow's IPC reader and ``validate`` do not check a
+    field's nullability, and a null there would reach readers as a record no writer can produce."""
+    if batch.column("offset").null_count or batch.column("timestamp").null_count:
+        return False
+    headers = batch.column("headers")
+    if headers.null_count == len(headers):
+        return True
+    items = headers.flatten()  # the header structs of the non-null lists
+    return int(items.null_count) == 0 and int(items.field("key").null_count) == 0
 
 
 def _chunk_matches(batch: pa.RecordBatch, chunk: WalChunkIndex) -> bool:

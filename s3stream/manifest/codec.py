@@ -4,6 +4,9 @@ Format 1 (the golden file ``tests/manifest/golden/manifest_v1.json`` pins it): o
 sorted keys and no whitespace. Every field of :class:`~s3stream.manifest.model.Manifest` is present
 under its Python name; nested values (``writer``, ``cleaner``, ``wal``, each entry of ``segments`` and
 ``removed``) are objects with their dataclass field names; ``attributes`` is an object of strings.
+``producers`` (the idempotent producers' snapshot, :meth:`ProducerSnapshot.to_json
+<s3stream.base.producer.ProducerSnapshot.to_json>`) is written only when set, so manifests of partitions
+without idempotent producers keep their bytes.
 
 Decoding trusts nothing: the bytes must be UTF-8 JSON without duplicate keys or NaN, every field must
 be present with its exact type (a JSON ``true`` is not an int), integers must fit in a signed 64-bit
@@ -24,6 +27,7 @@ from collections.abc import Mapping
 from typing import Any, NoReturn
 
 from s3stream.base.errors import CorruptData, InternalError
+from s3stream.base.producer import ProducerSnapshot
 from s3stream.manifest.model import (
     Epoch,
     FrozenMap,
@@ -205,6 +209,8 @@ def encode_manifest(m: Manifest) -> bytes:
         "cleaner_checkpoint": m.cleaner_checkpoint,
         "attributes": dict(m.attributes),
     }
+    if m.producers is not None:
+        doc["producers"] = m.producers.to_json()
     return dumps_canonical(doc)
 
 
@@ -216,14 +222,14 @@ def decode_manifest(data: bytes, *, source: str) -> Manifest:
     f = Fields(loads_object(data, source=source, what="manifest"), "manifest")
     version = check_format(f, what="manifest", newest=MANIFEST_FORMAT, source=source)
     try:
-        m = _manifest_from_fields(f, version)
+        m = _manifest_from_fields(f, version, source)
     except FieldError as exc:
         raise field_error_to_corrupt(exc, what="manifest", source=source) from exc
     check_invariants(m, source=source)
     return m
 
 
-def _manifest_from_fields(f: Fields, version: int) -> Manifest:
+def _manifest_from_fields(f: Fields, version: int, source: str) -> Manifest:
     m = Manifest(
         format=version,
         topic=f.text("topic"), topic_id=f.text("topic_id", allow_empty=False),
@@ -238,6 +244,7 @@ def _manifest_from_fields(f: Fields, version: int) -> Manifest:
         removed=tuple(_removed_from(r, i) for i, r in enumerate(f.array("removed"))),
         cleaner_checkpoint=f.opt_integer("cleaner_checkpoint", minimum=0),
         attributes=FrozenMap(f.text_map("attributes")),
+        producers=ProducerSnapshot.from_json(f.raw("producers"), source=source) if f.has("producers") else None,
     )
     f.finish()
     return m

@@ -23,6 +23,7 @@ import itertools
 from collections.abc import Callable, Collection, Sequence
 
 from s3stream.base.errors import CommitConflict, InternalError
+from s3stream.base.producer import ProducerSnapshot
 from s3stream.manifest.model import Epoch, Manifest, RemovedObject, SegmentRef, WalCursor
 
 __all__ = [
@@ -35,6 +36,7 @@ __all__ = [
     "drop_segments",
     "forget_removed",
     "replace_segments",
+    "set_producers",
     "set_wal_cursor",
 ]
 
@@ -94,6 +96,24 @@ def set_wal_cursor(wal: WalCursor) -> Intent:
         if old is not None and old.node_id == wal.node_id and old.from_seq >= wal.from_seq:
             return None
         return dataclasses.replace(cur, wal=wal)
+
+    return apply
+
+
+def set_producers(snapshot: ProducerSnapshot | None, *, at_offset: int) -> Intent:
+    """Record the idempotent producers' state as of the sealed end ``at_offset`` (compose it after the
+    ``add_segment`` that seals up to there). None when it is already recorded (or both are None); a sealed
+    end elsewhere -> CommitConflict (the snapshot would describe other offsets)."""
+    if snapshot is not None and snapshot.through_offset != at_offset:
+        raise InternalError(f"set_producers: snapshot through {snapshot.through_offset}, sealed end {at_offset}")
+
+    def apply(cur: Manifest) -> Manifest | None:
+        if cur.producers == snapshot:
+            return None
+        if cur.next_offset != at_offset:
+            raise CommitConflict(f"producer state as of offset {at_offset}, but the sealed log ends at "
+                                 f"{cur.next_offset}")
+        return dataclasses.replace(cur, producers=snapshot)
 
     return apply
 

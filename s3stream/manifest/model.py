@@ -13,6 +13,9 @@ Vocabulary (offsets as in :mod:`s3stream.base.records`):
 * **epoch** (:class:`Epoch`): a fencing token; a writer or cleaner whose epoch was superseded must stop.
 * **removed object** (:class:`RemovedObject`): a key dropped from the manifest (retention, compaction)
   that GC deletes after ``file.delete.delay.ms`` so slow readers of older manifests can finish.
+* **producers** (:class:`~s3stream.base.producer.ProducerSnapshot`): the idempotent producers' state as
+  of ``through_offset`` (the sealed end when the writer last sealed), so whoever writes the partition
+  next rebuilds it from this snapshot plus the producer batches its WAL objects list past that offset.
 
 Invariants (:func:`check_invariants`; checked on every decode and before every commit):
 
@@ -20,7 +23,8 @@ Invariants (:func:`check_invariants`; checked on every decode and before every c
 * ``base_offset <= last_offset`` for every segment; ``next_offset == segments[-1].end_offset`` when
   there are segments (the active segment starts where the sealed ones end);
 * segment keys are unique, and no removed key is still referenced by a segment;
-* offsets, sizes and counts are non-negative; ``seq >= 0`` and ``parent_seq < seq``.
+* offsets, sizes and counts are non-negative; ``seq >= 0`` and ``parent_seq < seq``;
+* the producer snapshot covers no offset past the sealed end: ``producers.through_offset <= next_offset``.
 
 The value is frozen and slotted, its collections are tuples and a read-only mapping, so a manifest can
 be shared between threads, hashed and pickled (Spark ships it to executors) without copying.
@@ -33,6 +37,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from s3stream.base.errors import CorruptData
+from s3stream.base.producer import ProducerSnapshot
 
 __all__ = [
     "Epoch",
@@ -159,6 +164,7 @@ class Manifest:
     removed: tuple[RemovedObject, ...] = ()  # dropped objects awaiting physical deletion
     cleaner_checkpoint: int | None = None
     attributes: Mapping[str, str] = field(default_factory=_empty_attributes)
+    producers: ProducerSnapshot | None = None  # idempotent producers' state (None: no producer seen)
 
     def __post_init__(self) -> None:
         # Normalise so a caller's list or dict can never alias (and later mutate) a manifest.
@@ -218,6 +224,8 @@ def _header_problem(m: Manifest) -> str | None:
             return f"{role} epoch must be >= 1 with a non-empty owner"
     if m.wal is not None and (m.wal.from_seq < 0 or not m.wal.node_id):
         return "wal cursor needs a node id and from_seq >= 0"
+    if m.producers is not None and m.producers.through_offset > m.next_offset:
+        return f"producer snapshot through {m.producers.through_offset} is past next_offset {m.next_offset}"
     return None
 
 

@@ -30,7 +30,11 @@ def validate_prefix(prefix: str) -> str:
 
 
 def _check_parts(key: str) -> None:
-    if len(key.encode("utf-8")) > _MAX_KEY_BYTES:
+    try:
+        size = len(key.encode("utf-8"))
+    except UnicodeEncodeError:  # a lone surrogate (a JSON "\ud800" escape): no store can name it
+        raise InvalidRequest(f"invalid object key {key!r}: not encodable as UTF-8") from None
+    if size > _MAX_KEY_BYTES:
         raise InvalidRequest(f"invalid object key: longer than {_MAX_KEY_BYTES} bytes")
     if _FORBIDDEN.search(key):
         raise InvalidRequest(f"invalid object key {key!r}: backslash or control character")

@@ -92,8 +92,11 @@ class LocalFiles:
         """Create the root and its reserved directories if missing.
 
         Raises:
+            InvalidRequest: the path holds a NUL byte (no file system path can).
             StoreAccessError: the directory cannot be created or used.
         """
+        if "\0" in os.fspath(root):
+            raise InvalidRequest(f"local store directory {os.fspath(root)!r} contains a NUL byte")
         try:
             Path(root).mkdir(parents=True, exist_ok=True)
             self._root = Path(os.path.realpath(root))

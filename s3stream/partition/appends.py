@@ -12,6 +12,16 @@ share the next entry); a round runs in the appending thread for a blocking ``app
 once, else on the node's drainer thread (:mod:`s3stream.write.drainer`), which the fsync that frees a slot
 asks to go on.
 
+Idempotent producers (:mod:`s3stream.base.producer`): a round with producer batches checks them first, in
+queue order, against the writer's producer state (a fork of it, so a round that fails changes nothing), at
+the same time as offsets are assigned, so one producer's pipelined batches are checked in the order sent.
+A rejected batch's future fails (ProducerFenced, OutOfOrderSequence) and a duplicate's resolves with the
+original offsets: at once when the original is acknowledged (or was written before this process), else
+when the original's future resolves (with its error, if it fails). Neither is written. The batches written
+are recorded in the producer state once their entry is in the local WAL, and travel with it (the WAL entry
+and the WAL object list them), which is what a restart or a takeover rebuilds the state from. Appends
+without a producer cost one ``is None`` check.
+
 Ack (each append's future): ``wal`` once its entry is fsynced (resolved on the WAL's fsync thread), ``s3``
 once its WAL object is committed (on the flush pipeline's thread; StoreUnavailable after ``max.block.ms``).
 A round that fails before its entry is written (fenced, closed, the claim failed, the local WAL refused it)
@@ -21,9 +31,10 @@ are consecutive and in one WAL entry.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 
@@ -31,6 +42,7 @@ import pyarrow as pa
 
 from s3stream.base.errors import InternalError, S3StreamError
 from s3stream.base.futures import settle
+from s3stream.base.producer import ProducerAppend
 from s3stream.base.records import AppendResult
 from s3stream.base.topic_config import TopicConfig
 from s3stream.format.walentry import AppendEntry, RollEntry, encode_entry
@@ -75,6 +87,28 @@ class Appender:
         self._draining = False  # a round runs or is requested: it takes whatever is queued
         self._in_flight = 0  # WAL entries written and not yet fsynced: at MAX_IN_FLIGHT the next round waits
         self._drainer: AppendDrainer | None = None  # while appends are queued or a round runs: it counts us busy
+        self._sequenced = 0  # appends queued with a producer batch (a round with none skips the checks)
+        #: producer appends written and not yet acknowledged, by base offset (a duplicate waits for its original)
+        self._unacked: dict[int, Future[AppendResult]] = {}
+        #: base offsets of WAL entries written and not yet fsynced, oldest first: the high watermark is the
+        #: first of them (the log end when there is none); insertion order is offset order (under st.lock)
+        self._unsynced: dict[int, None] = {}
+        self._watchers: list[Callable[[], None]] = []
+
+    def high_watermark(self, log_end_offset: int) -> int:
+        """The end of what a crash of this process cannot lose (see ``PartitionLog.high_watermark``)."""
+        with self._cond:
+            return next(iter(self._unsynced), log_end_offset)
+
+    def watch(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """Call ``callback`` after each WAL entry of this partition is fsynced; returns the unsubscribe call."""
+        with self._cond:
+            self._watchers = [*self._watchers, callback]
+
+        def stop() -> None:
+            with self._cond:
+                self._watchers = [w for w in self._watchers if w is not callback]
+        return stop
 
     @property
     def log_id(self) -> str:
@@ -87,6 +121,8 @@ class Appender:
         future.set_running_or_notify_cancel()  # a queued append cannot be taken back
         with self._cond:
             self._items.append(_Queued(prepared, ack_s3, future, started, node))
+            if prepared.producer is not None:
+                self._sequenced += 1
             drainer = self._start_locked(node.drainer)
         if drainer is not None and (not inline or self.drain_once()):
             drainer.request(self)
@@ -118,9 +154,10 @@ class Appender:
         """Write one round of queued appends; True when the next round may start at once (the caller runs it)."""
         with self._cond:
             items, self._items = self._items, []
+            sequenced, self._sequenced = self._sequenced, 0
         try:
             if items:
-                self._write(items)
+                self._write(items, sequenced=sequenced > 0)
         except BaseException as exc:  # a simulated crash: nothing queued will be written
             with self._cond:
                 rest, self._items = self._items, []
@@ -134,30 +171,41 @@ class Appender:
             self._idle_locked()
         return more
 
-    def _entry_durable(self, _done: Future[int]) -> None:
+    def _entry_durable(self, done: Future[int], base: int) -> None:
         """A round's WAL entry is fsynced (or failed): the appends queued meanwhile may go (fsync thread)."""
         with self._cond:
             self._in_flight -= 1
+            if done.exception() is None:  # a failed entry stops the node: the high watermark stays below it
+                self._unsynced.pop(base, None)
             drainer = self._start_locked(self._drainer) if self._items and self._drainer is not None else None
+            watchers = self._watchers
         if drainer is not None:
             drainer.request(self)
+        for callback in watchers:
+            try:
+                callback()
+            except Exception:
+                log.exception("a high-watermark watcher of %s failed", self.log_id)
 
     # -- a round -------------------------------------------------------------------------------------
 
-    def _write(self, items: list[_Queued]) -> None:
+    def _write(self, items: list[_Queued], *, sequenced: bool) -> None:
         st = self._state
         node = items[0].node
         done = 0
         memory = 0
         rolled = False
+        settled: list[tuple[_Queued, AppendResult | BaseException | Future[AppendResult]]] = []
         try:
             node.uploader.check()  # a stopped node (fenced, closing) claims nothing and writes nothing
             cfg = st.last_config()
             now = st.host.clock.now_ms()
             with st.lock:
                 w = st.ensure_writer(node)
+                if sequenced:
+                    items = self._sequence(w, items, now, settled)
                 while done < len(items):
-                    end, nbytes, roll = self._write_group(node, w, cfg, now, items, done)
+                    end, nbytes, roll = self._write_group(node, w, cfg, now, items, done, sequenced=sequenced)
                     done, memory, rolled = end, memory + nbytes, rolled or roll
         except Exception as exc:  # noqa: BLE001 - every error reaches the appends' futures, typed
             _fail(items[done:], _typed(exc, self.log_id))
@@ -169,9 +217,59 @@ class Appender:
                 st.host.note_memory(st.owner, memory)
             if rolled:
                 st.host.request_seal(st.owner)
+            for q, outcome in settled:
+                _settle_outcome(q, outcome)
+
+    def _sequence(self, w: WriterState, items: list[_Queued], now: int,
+                  settled: list[tuple[_Queued, AppendResult | BaseException | Future[AppendResult]]]
+                  ) -> list[_Queued]:
+        """Check the round's producer batches in order (see the module docstring): the appends to write;
+        the others go to ``settled`` with their outcome (an error, the original result, or its future)."""
+        table = w.producers.fork()
+        offset = w.leo
+        accepted: list[_Queued] = []
+        in_round: dict[int, Future[AppendResult]] = {}
+        for q in items:
+            p = q.prepared
+            batch = p.producer
+            if batch is not None:
+                try:
+                    original = table.check(batch)
+                except S3StreamError as exc:
+                    settled.append((q, exc))
+                    continue
+                if original is not None:
+                    pending = in_round.get(original.base_offset) or self._unacked.get(original.base_offset)
+                    settled.append((q, original if pending is None else pending))
+                    continue
+                table.record(ProducerAppend.of(batch, offset), now)
+                in_round[offset] = q.future
+            accepted.append(q)
+            offset += p.count
+        return accepted
+
+    @staticmethod
+    def _written(group: Sequence[_Queued]) -> tuple[ProducerAppend, ...]:
+        """The producer batches of a group at their offsets (empty when it has none)."""
+        out: list[ProducerAppend] = []
+        for q in group:
+            batch = q.prepared.producer
+            if batch is not None:
+                assert q.result is not None
+                out.append(ProducerAppend.of(batch, q.result.base_offset))
+        return tuple(out)
+
+    def _track_unacked(self, group: Sequence[_Queued]) -> None:
+        for q in group:
+            if q.prepared.producer is not None and q.result is not None:
+                self._unacked[q.result.base_offset] = q.future
+                q.future.add_done_callback(functools.partial(self._acknowledged, q.result.base_offset))
+
+    def _acknowledged(self, base_offset: int, _done: Future[AppendResult]) -> None:
+        self._unacked.pop(base_offset, None)
 
     def _write_group(self, node: NodeRuntime, w: WriterState, cfg: TopicConfig, now: int, items: list[_Queued],
-                     start: int) -> tuple[int, int, bool]:
+                     start: int, *, sequenced: bool) -> tuple[int, int, bool]:
         """Write ``items[start:end]`` as one WAL entry (after a roll entry when the first one rolls the segment);
         return ``end``, its bytes and whether it rolled. Changes nothing unless the entry was written."""
         base = w.leo
@@ -196,30 +294,44 @@ class Appender:
             end += 1
         group = items[start:end]
         batch = batch_of([q.prepared for q in group], base)
+        producers = self._written(group) if sequenced else ()
         s3_future: Future[int] | None = Future() if any(q.ack_s3 for q in group) else None
-        wal_future, local_seq = self._write_ahead(node, batch, nbytes, roll=roll, s3_future=s3_future)
+        with self._cond:  # before the records are visible: the high watermark stays below them until fsynced
+            self._unsynced[base] = None
+        try:
+            wal_future, local_seq = self._write_ahead(node, batch, nbytes, roll=roll, s3_future=s3_future,
+                                                      producers=producers)
+        except BaseException:
+            with self._cond:
+                self._unsynced.pop(base, None)
+            raise
         if roll:
             w.roll(seg, roll_seq=local_seq - 1)  # the roll entry went just before the batch
         else:
             w.active = seg
         w.add_batch(batch, base, offset - 1, nbytes)
+        if producers:
+            w.record_producers(producers, now)
+            self._track_unacked(group)
+        with self._cond:
+            self._in_flight += 1
+        # first: an append acknowledged from the WAL is below the high watermark when its caller wakes
+        wal_future.add_done_callback(lambda f: self._entry_durable(f, base))
         wal_acked = [q for q in group if not q.ack_s3]
         if wal_acked:
             wal_future.add_done_callback(lambda f: self._acked(wal_acked, f, node))
         if s3_future is not None:
             s3_acked = [q for q in group if q.ack_s3]
             s3_future.add_done_callback(lambda f: self._acked(s3_acked, f, node))
-        with self._cond:
-            self._in_flight += 1
-        wal_future.add_done_callback(self._entry_durable)
         return end, nbytes, roll
 
     def _write_ahead(self, node: NodeRuntime, batch: pa.RecordBatch, nbytes: int, *, roll: bool,
-                     s3_future: Future[int] | None) -> tuple[Future[int], int]:
+                     s3_future: Future[int] | None, producers: tuple[ProducerAppend, ...]
+                     ) -> tuple[Future[int], int]:
         """The batch (after a roll entry) into the local WAL and the flush pipeline, in one order for both."""
         log_id = self._state.log_id
         base = int(batch.column(0)[0].as_py())
-        payload = encode_entry(AppendEntry(log_id, batch))
+        payload = encode_entry(AppendEntry(log_id, batch, producers))
         marker = encode_entry(RollEntry(log_id, base)) if roll else None
         with node.append_lock:
             node.uploader.check()
@@ -230,7 +342,8 @@ class Appender:
                 wal_future = node.wal.append_async(payload)
             except WalError as exc:  # the writer stopped earlier: nothing of this batch was queued
                 raise append_failed(node, exc) from exc
-            node.uploader.add(BufferedAppend(log_id, batch, nbytes, local_seq, (base,) if roll else (), s3_future))
+            node.uploader.add(BufferedAppend(log_id, batch, nbytes, local_seq, (base,) if roll else (), s3_future,
+                                             producers=producers))
         return wal_future, local_seq
 
     def write_roll_marker(self, node: NodeRuntime, base_offset: int) -> int:
@@ -275,6 +388,23 @@ def _typed(exc: BaseException, log_id: str) -> BaseException:
     error = InternalError(f"append to {log_id} failed: {exc!r}")
     error.__cause__ = exc
     return error
+
+
+def _settle_outcome(q: _Queued, outcome: AppendResult | BaseException | Future[AppendResult]) -> None:
+    """A producer append not written: its error, its original's result, or its original's future's outcome."""
+    if isinstance(outcome, BaseException):
+        settle(q.future, error=outcome)
+    elif isinstance(outcome, AppendResult):
+        settle(q.future, outcome)
+    else:
+        def follow(original: Future[AppendResult]) -> None:
+            error = original.exception()
+            if error is not None:
+                settle(q.future, error=error)
+            else:
+                settle(q.future, original.result())
+
+        outcome.add_done_callback(follow)
 
 
 def _fail(items: Sequence[_Queued], exc: BaseException) -> None:

@@ -8,6 +8,8 @@ Cases, decided from the latest manifest:
   stops), read the unsealed records it left in its WAL objects, seal them into segments (split at the
   roll offsets it recorded), and commit those segments together with the new writer epoch and a cursor
   into this node's namespace — one manifest commit, so no acknowledged record is lost or duplicated.
+  The same commit records the idempotent producers' state as of the adopted end: the manifest's snapshot
+  plus the producer batches the fenced node's WAL objects list, so its producers' retries stay deduplicated.
 
 A concurrent change (the old node sealing, retention) makes the commit's intent conflict; the claim
 is then retried from a fresh manifest.
@@ -24,8 +26,9 @@ import pyarrow as pa
 
 from s3stream.base import layout
 from s3stream.base.errors import CommitConflict, PreconditionFailed
+from s3stream.base.producer import ProducerAppend, ProducerSnapshot, ProducerStateTable
 from s3stream.format.walobject import WalObjectIndex, encode_fence_object
-from s3stream.manifest.intents import add_segment, claim_writer, compose, set_wal_cursor
+from s3stream.manifest.intents import Intent, add_segment, claim_writer, compose, set_producers, set_wal_cursor
 from s3stream.manifest.model import Epoch, Manifest, SegmentRef, WalCursor
 from s3stream.objectstore.protocol import ObjectStore
 from s3stream.read.tiers import LogView
@@ -84,9 +87,13 @@ def _claim_once(plog: Claimable, node: NodeRuntime) -> Claimed:
     rt = node.ctx
     m = plog.manifest(refresh=True)
     adopted: list[SegmentRef] = []
+    producers: list[Intent] = []
     if m.wal is not None and m.wal.node_id != node.node_id:
         claim_namespace(rt.objstore, m.wal.node_id, clock=rt.clock)
-        adopted = _seal_foreign(rt, plog, m, m.wal)
+        adopted, foreign = _seal_foreign(rt, plog, m, m.wal)
+        if adopted:
+            end = adopted[-1].end_offset
+            producers = [set_producers(_producers_after(m, foreign, end, rt.clock.now_ms()), at_offset=end)]
     own: list[ChunkRef] = []
     rolls: tuple[int, ...] = ()
     if m.wal is not None and m.wal.node_id == node.node_id:
@@ -95,7 +102,7 @@ def _claim_once(plog: Claimable, node: NodeRuntime) -> Claimed:
         cursor = m.wal
     else:
         cursor = WalCursor(node.node_id, node.uploader.lowest_unpublished_seq)
-    intent = compose(*[add_segment(ref, None) for ref in adopted], claim_writer(node.node_id),
+    intent = compose(*[add_segment(ref, None) for ref in adopted], *producers, claim_writer(node.node_id),
                      set_wal_cursor(cursor))
 
     def on_base(cur: Manifest | None) -> Manifest | None:
@@ -107,12 +114,23 @@ def _claim_once(plog: Claimable, node: NodeRuntime) -> Claimed:
     return Claimed(committed, committed.writer, tuple(own), rolls)
 
 
-def _seal_foreign(rt: StoreContext, plog: Claimable, m: Manifest, cursor: WalCursor) -> list[SegmentRef]:
-    """Seal the records another (now fenced) node left unsealed, split at its roll offsets."""
+def _producers_after(m: Manifest, appends: list[ProducerAppend], end: int, now_ms: int) -> ProducerSnapshot | None:
+    """The producers' state as of ``end``: ``m``'s snapshot, then ``appends`` (in offset order) past it."""
+    table = ProducerStateTable.from_snapshot(m.producers)
+    table.replay(appends, now_ms)
+    table.through_offset = max(table.through_offset, end)
+    table.expire(now_ms)
+    return table.snapshot() if len(table) else None
+
+
+def _seal_foreign(rt: StoreContext, plog: Claimable, m: Manifest, cursor: WalCursor
+                  ) -> tuple[list[SegmentRef], list[ProducerAppend]]:
+    """Seal the records another (now fenced) node left unsealed, split at its roll offsets; with the
+    producer batches its WAL objects list for them."""
     objects = plug_holes(rt.objstore, rt.walindex, cursor, rt.clock.now_ms())
     chunks, rolls = contiguous_chunks(objects, plog.log_id, m.next_offset, from_seq=cursor.from_seq)
     if not chunks:
-        return []
+        return [], []
     end = chunks[-1].chunk.last_offset + 1
     view = LogView(m.log_start_offset, end, m.next_offset, (), tuple(chunks))
     bounds = [m.next_offset, *[r for r in rolls if m.next_offset < r < end], end]
@@ -122,7 +140,7 @@ def _seal_foreign(rt: StoreContext, plog: Claimable, m: Manifest, cursor: WalCur
                                                       chunks=rt.chunks))
         refs.append(write_segment_stream(rt, topic_id=plog.topic_id, partition=plog.partition, tables=tables,
                                          base_offset=lo, last_offset=hi - 1, first_batch_max_ts=first_ts))
-    return refs
+    return refs, [p for ref in chunks for p in ref.chunk.producers if p.last_offset < end]
 
 
 def plug_holes(store: ObjectStore, walindex: WalIndexCache, cursor: WalCursor,

@@ -14,13 +14,14 @@ reads (:mod:`.reads`), sealing (:mod:`.sealing`), bulk publish (:mod:`.publish`)
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
 from s3stream.base.errors import InvalidArgument, InvalidConfig, InvalidRecord, OffsetOutOfRange, PolicyViolation
+from s3stream.base.producer import ProducerBatch
 from s3stream.base.records import (
     INT64_MAX,
     INT64_MIN,
@@ -41,7 +42,7 @@ from s3stream.partition.host import LogHost
 from s3stream.partition.publish import PUBLISH_MARKER_PREFIX, StagedSegment, publish_segments
 from s3stream.partition.sealing import Sealing
 from s3stream.partition.state import LogState
-from s3stream.partition.validate import PreparedAppend, prepare_arrow, prepare_records
+from s3stream.partition.validate import PreparedAppend, check_producer, prepare_arrow, prepare_records
 from s3stream.read.walscan import ChunkRef
 
 if TYPE_CHECKING:
@@ -97,7 +98,8 @@ class PartitionLog:
 
     # -- appends -----------------------------------------------------------------------------------
 
-    def append(self, records: Iterable[Record], *, ack: str | None = None) -> AppendResult:
+    def append(self, records: Iterable[Record], *, ack: str | None = None,
+               producer: ProducerBatch | None = None) -> AppendResult:
         """Append ``records`` as one atomic batch at consecutive offsets; return where they landed.
 
         ``ack`` overrides the store's ``ack`` setting for this call: ``"wal"`` returns once the records are in
@@ -112,11 +114,17 @@ class PartitionLog:
         refused it); retriable: BufferFull (no room in ``buffer.bytes`` within ``max.block.ms``, nothing
         written) and, with ``ack="s3"``, StoreUnavailable (the object store is unreachable: see
         docs/operations.md).
+
+        ``producer`` makes the append an idempotent producer's batch (KIP-98, rules in
+        :mod:`s3stream.base.producer`): a retry of one of the producer's last five batches returns the
+        original offsets and writes nothing; ProducerFenced for an older epoch, OutOfOrderSequence for a
+        gap (nothing written either); InvalidArgument unless ``producer.record_count`` is the number of records.
         """
         started = self._rt.clock.monotonic()
-        return self._wait(self._submit(self._prepare(records), ack, started, inline=True), ack)
+        return self._wait(self._submit(self._prepare(records, producer), ack, started, inline=True), ack)
 
-    def append_async(self, records: Iterable[Record], *, ack: str | None = None) -> Future[AppendResult]:
+    def append_async(self, records: Iterable[Record], *, ack: str | None = None,
+                     producer: ProducerBatch | None = None) -> Future[AppendResult]:
         """Queue ``records`` as one atomic batch; the future resolves with where they landed once acknowledged.
 
         Many appends may be in flight from one thread: they are written in call order (offsets increase with
@@ -127,27 +135,36 @@ class PartitionLog:
         ``ack="s3"`` StoreUnavailable timeout) come through the future, always S3StreamErrors. The future's
         callbacks run on an s3stream thread (the WAL's or the flush pipeline's): keep them short and
         non-blocking (``asyncio.wrap_future`` and ``loop.call_soon_threadsafe`` are).
+
+        With ``producer`` (see :meth:`append`) the sequence check runs in order with the partition's other
+        appends when offsets are assigned, so one producer's pipelined batches are checked in call order;
+        its errors (ProducerFenced, OutOfOrderSequence) come through the future, and a duplicate's future
+        resolves with the original offsets (once the original is acknowledged, if it still is in flight).
         """
         started = self._rt.clock.monotonic()
-        return self._submit(self._prepare(records), ack, started, inline=False)
+        return self._submit(self._prepare(records, producer), ack, started, inline=False)
 
-    def append_arrow(self, batch: pa.RecordBatch | pa.Table, *, ack: str | None = None) -> AppendResult:
+    def append_arrow(self, batch: pa.RecordBatch | pa.Table, *, ack: str | None = None,
+                     producer: ProducerBatch | None = None) -> AppendResult:
         """Append the rows of an Arrow batch as one atomic batch, with no per-record Python.
 
         Columns (by name, any order, nothing else): ``value`` (binary or string; null = tombstone),
         required; optional ``key`` (binary or string; missing = all null, refused on compacted topics),
         ``timestamp`` (int64 ms or a timestamp type; missing or null = the store clock's, as for
         ``Record.timestamp=None``) and ``headers`` (``records.HEADER_TYPE``: list of struct<key: string,
-        value: binary>; missing = none). Offsets are assigned by the log. Raises as :meth:`append`.
+        value: binary>; missing = none). Offsets are assigned by the log. Raises as :meth:`append`
+        (``producer`` as there).
         """
-        return self._wait(self.append_arrow_async(batch, ack=ack), ack)
+        return self._wait(self.append_arrow_async(batch, ack=ack, producer=producer), ack)
 
-    def append_arrow_async(self, batch: pa.RecordBatch | pa.Table, *, ack: str | None = None
-                           ) -> Future[AppendResult]:
-        """:meth:`append_arrow` without waiting: as :meth:`append_async`."""
+    def append_arrow_async(self, batch: pa.RecordBatch | pa.Table, *, ack: str | None = None,
+                           producer: ProducerBatch | None = None) -> Future[AppendResult]:
+        """:meth:`append_arrow` without waiting: as :meth:`append_async` (``producer`` as there)."""
         started = self._rt.clock.monotonic()
         self._rt.check_open()
         prepared = prepare_arrow(batch, self._state.config(), self._rt.clock.now_ms())
+        if producer is not None:
+            check_producer(prepared, producer)
         return self._submit(prepared, ack, started, inline=False)
 
     def _wait(self, future: Future[AppendResult], ack: str | None) -> AppendResult:
@@ -155,7 +172,7 @@ class PartitionLog:
             node.settle_inline(future, ack_s3=(ack or self._rt.settings.ack) == "s3")
         return future.result()
 
-    def _prepare(self, records: Iterable[Record]) -> PreparedAppend:
+    def _prepare(self, records: Iterable[Record], producer: ProducerBatch | None) -> PreparedAppend:
         self._rt.check_open()
         if type(records) is list:
             recs: Sequence[Record] = records
@@ -167,7 +184,10 @@ class PartitionLog:
                                       f"{type(records).__name__}") from None
         if not recs:
             raise InvalidRecord("append needs at least one record")
-        return prepare_records(recs, self._state.config(), self._rt.clock.now_ms())
+        prepared = prepare_records(recs, self._state.config(), self._rt.clock.now_ms())
+        if producer is not None:
+            check_producer(prepared, producer)
+        return prepared
 
     def _submit(self, prepared: PreparedAppend, ack: str | None, started: float, *, inline: bool
                 ) -> Future[AppendResult]:
@@ -221,6 +241,18 @@ class PartitionLog:
     @property
     def log_end_offset(self) -> int:
         return self._state.view().log_end_offset
+
+    @property
+    def high_watermark(self) -> int:
+        """The end of the records a crash of this process cannot lose: everything below it is in the fsynced
+        local WAL or in the bucket; ``read``/``read_arrow`` may also return the few records above it whose WAL
+        entry is still being fsynced. Kafka consumers read up to here (the server's high watermark)."""
+        return self._appends.high_watermark(self.log_end_offset)
+
+    def watch(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """Call ``callback`` each time :attr:`high_watermark` may have advanced (on an s3stream thread: keep it
+        short and non-blocking, e.g. ``loop.call_soon_threadsafe``); returns the call that stops it."""
+        return self._appends.watch(callback)
 
     def offset_for_timestamp(self, timestamp: int) -> int | None:
         """The earliest offset whose record timestamp is >= ``timestamp``, or None.

@@ -2,7 +2,8 @@
 
 The recovering node claims the partition once (:func:`recovery_end` says where its log ends in the bucket),
 then replays, in local WAL order, the entries the bucket lacks: an append entry is buffered again for the
-flush pipeline and the tail cache, a roll entry rolls the active segment (sealed at the end of recovery).
+flush pipeline and the tail cache (its idempotent producers' batches into the producer state), a roll entry
+rolls the active segment (sealed at the end of recovery).
 An entry wholly below the log end is skipped; one starting past it is CorruptData (records the bucket and
 the replayed entries both lack).
 """
@@ -49,7 +50,9 @@ def recover_entry(state: LogState, node: NodeRuntime, entry: AppendEntry | RollE
         nbytes = batch_nbytes(batch)
         max_ts = int(pc.max(batch.column("timestamp")).as_py())
         with node.append_lock:
-            node.uploader.add(BufferedAppend(state.log_id, batch, nbytes, local_seq, ()))
+            node.uploader.add(BufferedAppend(state.log_id, batch, nbytes, local_seq, (), producers=entry.producers))
         w.active.add(nbytes, batch.num_rows, max_ts, last + 1)
         w.add_batch(batch, base, last, nbytes)
+        if entry.producers:
+            w.record_producers(entry.producers, state.host.clock.now_ms())
         return True

@@ -4,7 +4,8 @@ commit (``add_segment``, writer-fenced) that also moves the partition's WAL curs
 Oldest first (the manifest's segments stay contiguous), one seal at a time per partition (its own lock), at
 most ``seal.concurrency`` per process (``seal_slot``). The segment is streamed (one read chunk, one row
 group and one upload part in memory), here or in a seal worker process (:mod:`s3stream.write.sealjob`), and
-refused if its record count differs from the rolled segment's. After the commit the writer drops the sealed
+refused if its record count differs from the rolled segment's. The same commit records the idempotent
+producers' state as of the segment's end (``set_producers``). After the commit the writer drops the sealed
 segment, and the WAL chunks and tail batches below the new sealed end.
 """
 
@@ -14,7 +15,7 @@ import threading
 
 from s3stream.base import layout
 from s3stream.base.errors import CorruptData
-from s3stream.manifest.intents import add_segment
+from s3stream.manifest.intents import add_segment, compose, set_producers
 from s3stream.manifest.model import Epoch, SegmentRef, WalCursor
 from s3stream.manifest.versioned import writer_fence
 from s3stream.partition.state import LogState
@@ -91,9 +92,15 @@ class Sealing:
         # ``later`` or at/above the floor; the other order could skip it and hide its records from readers
         unpublished = node.uploader.lowest_unpublished_seq
         with st.lock:
-            later = [] if st.writer is None else st.writer.chunk_seqs_from(seg.end_offset)
+            w = st.writer
+            later = [] if w is None else w.chunk_seqs_from(seg.end_offset)
+            known = w is not None and seg.producers is not None  # else the manifest keeps the snapshot it has
+            producers = w.producer_snapshot(seg, rt.clock.now_ms()) if w is not None and known else None
         cursor = WalCursor(node.node_id, min([*later, unpublished]))
-        m = st.manifest_store.commit(add_segment(ref, cursor), check=writer_fence(epoch))
+        intent = add_segment(ref, cursor)
+        if known:
+            intent = compose(intent, set_producers(producers, at_offset=seg.end_offset))
+        m = st.manifest_store.commit(intent, check=writer_fence(epoch))
         rt.crash.hit("seal.after_manifest_commit")
         with st.lock:
             st.adopt(m)

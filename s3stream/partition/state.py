@@ -20,7 +20,7 @@ from s3stream.manifest.model import Manifest
 from s3stream.manifest.versioned import ManifestStore, manifest_store
 from s3stream.partition.claim import claim_partition
 from s3stream.partition.host import HostedLog, LogHost
-from s3stream.partition.writer import Unsealed, WriterState, split_unsealed
+from s3stream.partition.writer import Unsealed, WriterState, rebuild_producers, split_unsealed
 from s3stream.read.tiers import LogView
 from s3stream.read.walscan import ChunkRef, contiguous_chunks
 from s3stream.write.node_runtime import NodeLog
@@ -193,8 +193,11 @@ class LogState:
         segments = split_unsealed(claimed.chunks, claimed.rolls, m.next_offset, now, jitter,
                                   lambda ref: self.host.chunks.get(ref, self.log_id))
         leo = claimed.chunks[-1].chunk.last_offset + 1 if claimed.chunks else m.next_offset
+        # the producers' state: the manifest's snapshot, then the batches our WAL objects list past it
+        producers = rebuild_producers(m.producers, [p for ref in claimed.chunks for p in ref.chunk.producers],
+                                      segments, now)
         w = WriterState(epoch=claimed.epoch, node=node, leo=leo, active=segments[-1], pending=segments[:-1],
-                        unflushed_from=leo, chunks=list(claimed.chunks))
+                        unflushed_from=leo, chunks=list(claimed.chunks), producers=producers)
         self.writer = w
         node.register(self.owner)
         if w.pending:

@@ -25,12 +25,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from s3stream.base.errors import InvalidArgument, InvalidRecord, OffsetOutOfRange, RecordTooLarge
+from s3stream.base.producer import ProducerBatch
 from s3stream.base.records import HEADER_TYPE, RECORD_SCHEMA, Record, binary_column, prepare_columns
 from s3stream.base.topic_config import TopicConfig
 from s3stream.read.tiers import LogView
 
 __all__ = ["ARROW_COLUMNS", "BATCH_OVERHEAD_BYTES", "SMALL_APPEND_RECORDS", "PreparedAppend", "batch_of",
-           "check_offset", "prepare_arrow", "prepare_records"]
+           "check_offset", "check_producer", "prepare_arrow", "prepare_records"]
 
 BATCH_OVERHEAD_BYTES = 61  # a Kafka record batch header; counts against max.message.bytes
 #: appends of up to this many Records are checked in one Python loop and built into Arrow with their round
@@ -53,6 +54,19 @@ class PreparedAppend:
     timestamps: list[int] | None = None
     headers: list[Sequence[tuple[str, bytes]]] | None = None  # None: no record has headers
     columns: Columns | None = None
+    producer: ProducerBatch | None = None  # an idempotent producer's batch: sequence-checked at its round
+
+
+def check_producer(prepared: PreparedAppend, producer: object) -> None:
+    """Attach an idempotent producer's batch to ``prepared`` (InvalidArgument for a malformed one, or one
+    whose record count is not the append's: its sequences number the append's records)."""
+    if not isinstance(producer, ProducerBatch):
+        raise InvalidArgument(f"producer must be a ProducerBatch, not {type(producer).__name__}")
+    producer.check()
+    if producer.record_count != prepared.count:
+        raise InvalidArgument(f"producer batch of {producer.record_count} records for an append of "
+                              f"{prepared.count}")
+    prepared.producer = producer
 
 
 def prepare_records(recs: Sequence[Record], cfg: TopicConfig, now: int) -> PreparedAppend:

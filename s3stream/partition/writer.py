@@ -3,7 +3,10 @@
 * ``pending``: segments already rolled (a boundary decided at append, rule ROLL-1) but not yet sealed;
 * ``active``: the segment receiving appends; ``leo``: the next offset;
 * ``memory``: recent batches (the tail cache; unflushed ones are pinned until their WAL object lands);
-* ``chunks``: where this node's WAL objects hold the partition's unsealed records.
+* ``chunks``: where this node's WAL objects hold the partition's unsealed records;
+* ``producers``: the idempotent producers' state through ``leo`` (checks of new batches); a rolled
+  segment keeps a copy of it as of its end, which its seal commits to the manifest (the state of the
+  offsets it seals, never of a batch that is not durable yet).
 
 Invariants: ``manifest.next_offset <= pending[0].base <= ... <= active.base <= leo``; every offset in
 ``[manifest.next_offset, leo)`` is in ``memory`` or ``chunks`` (or both). The owner (:mod:`.state`) guards it
@@ -21,6 +24,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from s3stream.base.producer import ProducerAppend, ProducerSnapshot, ProducerStateTable
 from s3stream.base.records import batch_nbytes
 from s3stream.manifest.model import Epoch
 from s3stream.policy.roll import ActiveStats
@@ -48,6 +52,8 @@ class Unsealed:
     #: local WAL seq of the roll entry that closed it: kept replayable until it is sealed, so a restart
     #: after a crash claims the partition and seals it (the node never trims its local WAL past it)
     roll_seq: int | None = None
+    #: the idempotent producers' state as of ``end_offset`` (taken when it is rolled)
+    producers: ProducerStateTable | None = None
 
     def stats(self) -> ActiveStats:
         return ActiveStats(self.base_offset, self.size_bytes, self.record_count, self.first_batch_max_ts,
@@ -83,10 +89,26 @@ class WriterState:
     memory_bytes: int = 0
     unflushed_from: int = 0
     chunks: list[ChunkRef] = field(default_factory=list)
+    producers: ProducerStateTable = field(default_factory=ProducerStateTable)
+
+    def record_producers(self, appends: Sequence[ProducerAppend], now_ms: int) -> None:
+        """Producer batches written (or replayed) at their offsets, in offset order (those the state already
+        reflects, below its ``through_offset``, are skipped)."""
+        self.producers.replay(appends, now_ms)
+
+    def producer_snapshot(self, seg: Unsealed, now_ms: int) -> ProducerSnapshot | None:
+        """What a seal of ``seg`` records: the producers' state as of its end, expired ids dropped (None when
+        none is left); the live state drops them too."""
+        self.producers.expire(now_ms)
+        table = seg.producers if seg.producers is not None else ProducerStateTable()
+        table.expire(now_ms)
+        table.through_offset = max(table.through_offset, seg.end_offset)
+        return table.snapshot() if len(table) else None
 
     def roll(self, new_active: Unsealed, roll_seq: int | None = None) -> None:
         """The active segment becomes pending (closed by the roll entry at ``roll_seq``); ``new_active`` follows."""
         self.active.roll_seq = roll_seq
+        self.active.producers = self.producers.copy()  # every batch below the roll is recorded already
         self.pending.append(self.active)
         self.active = new_active
 
@@ -130,6 +152,24 @@ class WriterState:
 
     def unsealed_chunks(self, next_offset: int) -> tuple[ChunkRef, ...]:
         return tuple(c for c in self.chunks if c.chunk.last_offset >= next_offset)
+
+
+def rebuild_producers(snapshot: ProducerSnapshot | None, appends: Sequence[ProducerAppend],
+                      segments: Sequence[Unsealed], now_ms: int) -> ProducerStateTable:
+    """After a claim: the manifest's ``snapshot`` then the WAL objects' producer batches (in offset order);
+    each rolled segment of ``segments`` (all but the last, the active one) gets the state as of its end.
+    Returns the state through the last batch."""
+    table = ProducerStateTable.from_snapshot(snapshot)
+    i = 0
+    for seg in segments[:-1]:
+        j = i
+        while j < len(appends) and appends[j].base_offset < seg.end_offset:
+            j += 1
+        table.replay(appends[i:j], now_ms)
+        seg.producers = table.copy()
+        i = j
+    table.replay(appends[i:], now_ms)
+    return table
 
 
 def split_unsealed(chunks: Sequence[ChunkRef], rolls: Sequence[int], next_offset: int, now_ms: int,

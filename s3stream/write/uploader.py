@@ -45,6 +45,7 @@ from s3stream.base.crashpoints import CrashPoints
 from s3stream.base.errors import BufferFull, Closed, Fenced, S3StreamError, StoreUnavailable
 from s3stream.base.futures import settle
 from s3stream.base.ids import IdSource
+from s3stream.base.producer import ProducerAppend
 from s3stream.format.walobject import WalObjectIndex, encode_wal_object
 from s3stream.objectstore.protocol import ObjectStore
 from s3stream.write.walput import WalPutter, wal_chunks
@@ -66,6 +67,7 @@ class BufferedAppend:
     #: ``ack=s3``: resolves with the WAL object's seq once published (StoreUnavailable after ``max_block_ms``)
     future: concurrent.futures.Future[int] | None = None
     deadline: float = 0.0  # when ``future`` gives up (set by ``add``)
+    producers: tuple[ProducerAppend, ...] = ()  # idempotent producers' batches in ``batch``
 
 
 @dataclass(frozen=True, slots=True)
@@ -478,7 +480,7 @@ class Uploader:
         """Encode and PUT one WAL object (in the upload pool, or in :meth:`step` in manual mode)."""
         key = layout.wal_key(self._node_id, seq)
         data, index = encode_wal_object(node_id=self._node_id, seq=seq, created_ms=self._clock.now_ms(),
-                                        chunks=wal_chunks([(i.log_id, i.batch, i.rolls) for i in items]),
+                                        chunks=wal_chunks([(i.log_id, i.batch, i.rolls, i.producers) for i in items]),
                                         committed=(self._first_seq, self.lowest_unpublished_seq))
         self._crash.hit("flush.before_put")
         self._putter.put_until_landed(seq, key, data)

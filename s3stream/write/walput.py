@@ -28,6 +28,7 @@ from s3stream.base.errors import (
     StoreAccessError,
 )
 from s3stream.base.ids import IdSource
+from s3stream.base.producer import ProducerAppend
 from s3stream.base.records import RECORD_SCHEMA
 from s3stream.format.walobject import WalChunkInput
 from s3stream.objectstore.protocol import ObjectStore
@@ -159,20 +160,21 @@ def is_outage(exc: S3StreamError) -> bool:
     return exc.retriable or isinstance(exc, ObjectStoreError | StoreAccessError | CorruptData)
 
 
-def wal_chunks(items: Sequence[tuple[str, pa.RecordBatch, tuple[int, ...]]]) -> list[WalChunkInput]:
-    """One chunk per log of an object's buffered appends ``(log_id, batch, rolls)``, in buffer order."""
-    by_log: dict[str, list[tuple[pa.RecordBatch, tuple[int, ...]]]] = {}
-    for log_id, batch, rolls in items:
-        by_log.setdefault(log_id, []).append((batch, rolls))
+def wal_chunks(items: Sequence[tuple[str, pa.RecordBatch, tuple[int, ...], tuple[ProducerAppend, ...]]]
+               ) -> list[WalChunkInput]:
+    """One chunk per log of an object's buffered appends ``(log_id, batch, rolls, producers)``, in buffer order."""
+    by_log: dict[str, list[tuple[pa.RecordBatch, tuple[int, ...], tuple[ProducerAppend, ...]]]] = {}
+    for log_id, batch, rolls, producers in items:
+        by_log.setdefault(log_id, []).append((batch, rolls, producers))
     chunks: list[WalChunkInput] = []
     for log_id, group in by_log.items():
-        batches = [b for b, _ in group if b.num_rows]
-        log_rolls = tuple(sorted({r for _, rs in group for r in rs}))
+        batches = [b for b, _, _ in group if b.num_rows]
+        log_rolls = tuple(sorted({r for _, rs, _ in group for r in rs}))
         if not batches:
             if log_rolls:  # an explicit roll with no record after it: the object still carries the boundary
                 empty = pa.RecordBatch.from_pylist([], schema=RECORD_SCHEMA)
                 chunks.append(WalChunkInput(log_id, empty, log_rolls[-1:]))
             continue
         batch = batches[0] if len(batches) == 1 else pa.concat_batches(batches)
-        chunks.append(WalChunkInput(log_id, batch, log_rolls))
+        chunks.append(WalChunkInput(log_id, batch, log_rolls, tuple(p for _, _, ps in group for p in ps)))
     return chunks

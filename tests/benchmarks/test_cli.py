@@ -20,7 +20,7 @@ from benchmarks.suite.registry import WORKLOADS
 
 ROOT = Path(__file__).resolve().parents[2]
 
-EVERY_COMMAND = {"engine", "compaction", "retention", "recovery", "spark-compaction", "small-appends", "suite",
+EVERY_COMMAND = {"engine", "compaction", "retention", "recovery", "spark-compaction", "small-appends", "kafka", "suite",
                  "ingest", "e2e", "catchup", "mixed", "render", "summary"}
 
 

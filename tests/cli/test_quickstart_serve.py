@@ -13,7 +13,7 @@ import pytest
 from rich.console import Console
 
 import s3stream
-from s3stream.apps.quickstart import DEFAULT_STEPS, QuickstartContext, Step, run_quickstart
+from s3stream.apps.quickstart import DEFAULT_STEPS, QuickstartContext, Step, kafka_clients, run_quickstart
 from s3stream.apps.serve import ServeLoop
 from s3stream.base.errors import Closed, InternalError, TransientError
 
@@ -29,6 +29,8 @@ def test_quickstart_cli_runs_and_leaves_nothing_behind(cli: Cli, tmp_path: Path,
     assert result.exit_code == 0, (result.stdout, result.stderr)
     out = result.stdout
     for text in ("created topic quickstart", "produced 600 records", "counts, offsets and order verified",
+                 "through the Kafka protocol", "confluent-kafka produced 5 records to quickstart-kafka",
+                 "consumed them back: same keys, values and order",
                  "objects in the bucket", "segments", "manifests", "WAL objects", "topic documents",
                  "manifest of quickstart/0", "object store requests", "PUT", "quickstart finished"):
         assert text in out, text
@@ -51,12 +53,40 @@ def test_quickstart_on_a_given_store_with_an_extra_step(cli: Cli) -> None:
     assert seen == ["quickstart"] and again.topic.startswith("quickstart-")  # the topic existed: a new name
     assert sum(len(v) for v in ctx.produced.values()) == 500
     objects = ctx.notes["objects"]
-    assert objects["segments"][0] >= 3 and objects["manifests"][0] >= 3 and objects["topic documents"][0] == 2
+    assert objects["segments"][0] >= 3 and objects["manifests"][0] >= 3 and objects["topic documents"][0] >= 3
     assert ctx.notes["segments_p0"] >= 1 and ctx.notes["requests"]["PUT"] > 0
-    assert sorted(cli.ok("topic", "list").stdout.split()) == sorted(
-        ["quickstart", "quickstart-compacted", again.topic, f"{again.topic}-compacted"])
+    listed = set(cli.ok("topic", "list").stdout.split())
+    expected = {"quickstart", "quickstart-compacted", "quickstart-kafka", again.topic, f"{again.topic}-compacted",
+                f"{again.topic}-kafka"}
+    assert expected <= listed and listed - expected <= {"__consumer_offsets"}  # librdkafka asks for a coordinator
+    assert ctx.notes["kafka"]["client"] == "confluent-kafka" and ctx.notes["kafka"]["records"] == 5
+    assert ctx.notes["kafka"]["bootstrap"].startswith("127.0.0.1:")
     assert ctx.notes["compaction"].records_kept == 500  # 500 records of 997 keys: no duplicate to drop
-    assert ctx.notes["retention"].partitions_checked == 3
+    assert ctx.notes["retention"].partitions_checked == 3 + 1 + ("__consumer_offsets" in listed)  # + the Kafka step
+
+
+def test_quickstart_kafka_step_falls_back_to_kafka_python_and_skips_without_a_client(
+        cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    real_find_spec = importlib.util.find_spec
+    hidden: set[str] = set()
+
+    def find_spec(name: str, *args: Any) -> Any:
+        return None if name in hidden else real_find_spec(name, *args)
+
+    monkeypatch.setattr(importlib.util, "find_spec", find_spec)
+    console = Console(file=open("/dev/null", "w"), width=120)
+    steps = [DEFAULT_STEPS[0], next(s for s in DEFAULT_STEPS if s.run is kafka_clients)]
+    try:
+        hidden.add("confluent_kafka")
+        ctx = run_quickstart(cli.url, records=10, console=console, steps=steps)
+        assert ctx.notes["kafka"]["client"] == "kafka-python" and ctx.notes["kafka"]["records"] == 5
+        hidden.add("kafka")
+        ctx = run_quickstart(cli.url, records=10, console=console, steps=steps)
+        assert ctx.notes["kafka"] is None
+    finally:
+        console.file.close()
 
 
 def test_quickstart_failure_is_reported(cli: Cli) -> None:

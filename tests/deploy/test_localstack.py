@@ -21,6 +21,7 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import confluent_kafka.admin
 import pytest
 from typer.testing import CliRunner
 
@@ -28,7 +29,13 @@ import s3stream
 from s3stream.apps.cli import app
 from s3stream.apps.cli.localstack import connection_text
 from s3stream.apps.cli.runners import serve
-from s3stream.apps.localstack import DEFAULT_METRICS_PORT, LocalStack, LocalStackError, LocalStackInfo
+from s3stream.apps.localstack import (
+    DEFAULT_KAFKA_PORT,
+    DEFAULT_METRICS_PORT,
+    LocalStack,
+    LocalStackError,
+    LocalStackInfo,
+)
 
 pytestmark = [pytest.mark.s3, pytest.mark.seaweedfs, pytest.mark.timeout(120)]
 
@@ -112,6 +119,13 @@ def _produce_and_consume(url: str, wal_root: Path) -> None:
         assert [(r.offset, r.key, r.value) for r in got] == [(i, r.key, r.value) for i, r in enumerate(records)]
 
 
+def _kafka_sees_topic(bootstrap: str, topic: str) -> None:
+    """A Kafka client (librdkafka) reaches serve's listener and sees the topic made through the store."""
+    admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+    metadata = admin.list_topics(timeout=20)
+    assert len(metadata.topics[topic].partitions) == 2, metadata.topics
+
+
 # ------------------------------------------------------------------------------------------------ the command
 
 
@@ -138,7 +152,8 @@ def test_local_stack_command_serves_produce_and_consume_then_stops_on_ctrl_c(
         command_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     out, err = tmp_path / "stdout", tmp_path / "stderr"
     cmd = [sys.executable, "-c", "from s3stream.apps.cli import main; main()", "local-stack",
-           "--dir", str(command_dir), "--s3-port", "0", "--metrics-port", "0", "-o", "flush.interval.ms=50"]
+           "--dir", str(command_dir), "--s3-port", "0", "--metrics-port", "0", "--kafka-port", "0",
+           "-o", "flush.interval.ms=50"]
     with out.open("wb") as stdout, err.open("wb") as stderr:
         proc = subprocess.Popen(cmd, stdout=stdout, stderr=stderr, stdin=subprocess.DEVNULL)
     try:
@@ -148,12 +163,15 @@ def test_local_stack_command_serves_produce_and_consume_then_stops_on_ctrl_c(
         metrics_url = re.search(r"http://127\.0\.0\.1:\d+/metrics", text).group(0)  # type: ignore[union-attr]
         weed_pid = int(re.search(r"SeaweedFS S3 .* pid (\d+)", text).group(1))  # type: ignore[union-attr]
         serve_pid = int(re.search(r"s3stream serve .* pid (\d+)", text).group(1))  # type: ignore[union-attr]
-        ports = [*_weed_ports(weed_pid), int(metrics_url.split(":")[2].split("/")[0])]
+        bootstrap = re.search(r"Kafka listener +(127\.0\.0\.1:\d+)", text).group(1)  # type: ignore[union-attr]
+        ports = [*_weed_ports(weed_pid), int(metrics_url.split(":")[2].split("/")[0]), int(bootstrap.split(":")[1])]
+        assert f"kcat -b {bootstrap}" in text
         assert url.startswith("s3://s3stream?endpoint_url=http://127.0.0.1:")
         assert "s3stream produce demo --format jsonl" in text and "s3stream consume demo" in text
 
         _use_stack_credentials(monkeypatch, creds)
         _produce_and_consume(url, tmp_path / "client")
+        _kafka_sees_topic(bootstrap, "deploy-demo")
         with urllib.request.urlopen(metrics_url, timeout=10) as response:
             metrics = response.read().decode()
         # a sample with a value, not just the HELP/TYPE lines: the serving store's requests are counted
@@ -183,15 +201,18 @@ def test_local_stack_command_rejects_a_bad_option_before_starting(tmp_path: Path
 def test_local_stack_reports_a_dead_process_stops_clean_and_restarts_on_its_data(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     stack_dir = tmp_path / "stack"
-    stack = LocalStack(stack_dir, s3_port=0, metrics_port=0, serve_options=["flush.interval.ms=50"])
+    stack = LocalStack(stack_dir, s3_port=0, metrics_port=0, kafka_port=0, serve_options=["flush.interval.ms=50"])
     info = stack.start()
     try:
-        ports = [*_weed_ports(info.weed_pid), int(info.metrics_url.split(":")[2].split("/")[0])]
+        assert info.kafka_bootstrap is not None
+        ports = [*_weed_ports(info.weed_pid), int(info.metrics_url.split(":")[2].split("/")[0]),
+                 int(info.kafka_bootstrap.split(":")[1])]
         assert stack.running and stack.wait(timeout_s=0.05) is None
         with pytest.raises(LocalStackError, match="already started"):
             stack.start()
         _use_stack_credentials(monkeypatch, info.credentials_env())
         _produce_and_consume(info.store_url, tmp_path / "client")
+        _kafka_sees_topic(info.kafka_bootstrap, "deploy-demo")
 
         os.kill(info.serve_pid, signal.SIGKILL)
         problem = stack.wait(timeout_s=30)
@@ -202,10 +223,10 @@ def test_local_stack_reports_a_dead_process_stops_clean_and_restarts_on_its_data
     _assert_nothing_left(stack_dir, [info.weed_pid, info.serve_pid], ports)
     stack.stop()  # idempotent
 
-    with LocalStack(stack_dir, s3_port=0, metrics_port=0) as again:  # same directory: same data
+    with LocalStack(stack_dir, s3_port=0, metrics_port=0, kafka_port=0) as again:  # same directory: same data
         assert again.info is not None
         with s3stream.open_store(again.info.store_url, wal_dir=str(tmp_path / "client" / "later")) as store:
-            assert store.list_topics() == ["deploy-demo"]
+            assert [t for t in store.list_topics() if not t.startswith("__")] == ["deploy-demo"]  # + Kafka's own
             assert len(store.partition("deploy-demo", 1).read(0)) == 50
         stopped = again.info
     _assert_nothing_left(stack_dir, [stopped.weed_pid, stopped.serve_pid], [])
@@ -214,7 +235,7 @@ def test_local_stack_reports_a_dead_process_stops_clean_and_restarts_on_its_data
 @needs_weed
 def test_a_stop_request_during_startup_leaves_nothing_running(tmp_path: Path) -> None:
     stack_dir = tmp_path / "stack"
-    stack = LocalStack(stack_dir, s3_port=0, metrics_port=0)
+    stack = LocalStack(stack_dir, s3_port=0, metrics_port=0, kafka_port=0)
     timer = threading.Timer(0.5, stack.request_stop)
     timer.start()
     try:
@@ -232,23 +253,27 @@ def test_busy_ports_and_a_missing_weed_fail_before_anything_starts(tmp_path: Pat
         busy.bind(("127.0.0.1", 0))
         port = busy.getsockname()[1]
         busy.listen()
-        cases = (({"s3_port": port}, "--s3-port"), ({"metrics_port": port, "s3_port": 0}, "--metrics-port"))
+        cases = (({"s3_port": port}, "--s3-port"), ({"metrics_port": port, "s3_port": 0}, "--metrics-port"),
+                 ({"kafka_port": port, "s3_port": 0, "metrics_port": 0}, "--kafka-port"))
         for kwargs, flag in cases:
             with pytest.raises(LocalStackError, match=rf"port {port} .* in use \({flag}"):
                 LocalStack(tmp_path / "s", **kwargs).start()  # type: ignore[arg-type]
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     with pytest.raises(LocalStackError, match="'weed' is not on PATH"):
-        LocalStack(tmp_path / "s", s3_port=0, metrics_port=0).start()
+        LocalStack(tmp_path / "s", s3_port=0, metrics_port=0, kafka_port=0).start()
     assert not (tmp_path / "s" / "weed.log").exists()
 
 
 def test_instructions_quote_the_url_and_name_the_credentials(tmp_path: Path) -> None:
     info = LocalStackInfo(directory=tmp_path, endpoint_url="http://127.0.0.1:8333", bucket="b", region="us-east-1",
-                          metrics_url="http://127.0.0.1:9100/metrics", weed_pid=1, serve_pid=2)
+                          metrics_url="http://127.0.0.1:9100/metrics", weed_pid=1, serve_pid=2,
+                          kafka_bootstrap="127.0.0.1:9092")
     text = connection_text(info)
     assert info.store_url == "s3://b?endpoint_url=http://127.0.0.1:8333&region=us-east-1"
     assert f"export S3STREAM_URL='{info.store_url}'" in text
     for name, value in info.credentials_env().items():
         assert f"export {name}={value}" in text
     assert "http://127.0.0.1:9100/metrics" in text and "Ctrl-C" in text
+    assert "Kafka listener   127.0.0.1:9092" in text and "kcat -b 127.0.0.1:9092" in text
     assert DEFAULT_METRICS_PORT == inspect.signature(serve).parameters["metrics_port"].default
+    assert f"127.0.0.1:{DEFAULT_KAFKA_PORT}" == inspect.signature(serve).parameters["listen"].default

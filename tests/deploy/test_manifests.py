@@ -132,6 +132,7 @@ def test_dockerfile_is_pinned_slim_python_non_root_and_binds_metrics_publicly() 
     cmd = json.loads(re.search(r"^CMD (\[.*?\])", text, re.M | re.S).group(1).replace("\\\n", ""))  # type: ignore[union-attr]
     params = _serve_params(cmd)
     assert params["metrics_host"] == "0.0.0.0" and params["metrics_port"] == SERVE_DEFAULT_METRICS_PORT
+    assert params["listen"] == "0.0.0.0:9092" and "9092" in re.search(r"^EXPOSE (.*)$", text, re.M).group(1)  # type: ignore[union-attr]
     ignore = (DEPLOY / "Dockerfile.dockerignore").read_text()
     assert "!s3stream/**" in ignore and "!pyproject.toml" in ignore
 
@@ -143,6 +144,10 @@ def test_compose_wiring_lines_up_with_serve_minio_and_prometheus() -> None:
     port = params["metrics_port"]
     assert port == SERVE_DEFAULT_METRICS_PORT and params["metrics_host"] == "0.0.0.0"
     assert f"127.0.0.1:{port}:{port}" in app_svc["ports"]
+    # Kafka: bound on every interface inside the container, published on the host's loopback, and
+    # advertised as the address host clients use
+    assert params["listen"] == "0.0.0.0:9092" and params["advertised_listener"] == "127.0.0.1:9092"
+    assert "127.0.0.1:9092:9092" in app_svc["ports"]
     StoreSettings.from_options(_options(params["option"] or []))
     assert _options(params["option"])["wal_dir"].startswith("/var/lib/s3stream/")
     assert any(v.endswith(":/var/lib/s3stream") for v in app_svc["volumes"])
@@ -248,7 +253,8 @@ def test_kubernetes_statefulset_wiring() -> None:
     # and StoreSettings accepts the options.
     assert container["envFrom"] == [{"configMapRef": {"name": cm["metadata"]["name"]}}]
     data = cm["data"]
-    args = [re.sub(r"\$\((\w+)\)", lambda m: data[m.group(1)], a) for a in container["args"]]
+    pod_env = {"POD_NAME": "s3stream-0", "POD_NAMESPACE": "default"}  # the downward API's, at run time
+    args = [re.sub(r"\$\((\w+)\)", lambda m: {**data, **pod_env}[m.group(1)], a) for a in container["args"]]
     params = _serve_params(args)
     options = _options(params["option"])
     StoreSettings.from_options(options)
@@ -256,7 +262,8 @@ def test_kubernetes_statefulset_wiring() -> None:
     parse_store_url(data["S3STREAM_URL"])
 
     # Credentials from the Secret, by secretKeyRef.
-    refs = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in container["env"] if "valueFrom" in e}
+    refs = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in container["env"]
+            if "secretKeyRef" in e.get("valueFrom", {})}
     assert set(refs) == {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"}
     for name, ref in refs.items():
         assert ref["name"] == secret["metadata"]["name"] and ref["key"] in secret["stringData"], name
@@ -266,7 +273,7 @@ def test_kubernetes_statefulset_wiring() -> None:
     # The metrics port: serve's flag = containerPort = annotations = Service; probes use it.
     port = params["metrics_port"]
     assert port == SERVE_DEFAULT_METRICS_PORT and params["metrics_host"] == "0.0.0.0"
-    (cport,) = container["ports"]
+    cport = next(p for p in container["ports"] if p["name"] == "metrics")
     assert cport["containerPort"] == port
     for annotated in (pod["metadata"]["annotations"], svc["metadata"]["annotations"]):
         assert annotated == {"prometheus.io/scrape": "true", "prometheus.io/port": str(port),
@@ -276,12 +283,20 @@ def test_kubernetes_statefulset_wiring() -> None:
         assert get["path"] == "/metrics" and get["port"] in (cport["name"], port), probe
     assert container["resources"]["requests"] and container["resources"]["limits"]
 
-    # The Service selects the pods and serves the same port.
+    # The Service selects the pods and serves the same ports; Kafka advertises the pod's DNS name.
     assert svc["spec"]["selector"].items() <= pod["metadata"]["labels"].items()
     assert sts["spec"]["selector"]["matchLabels"].items() <= pod["metadata"]["labels"].items()
     assert sts["spec"]["serviceName"] == svc["metadata"]["name"]
-    (sport,) = svc["spec"]["ports"]
-    assert sport["port"] == port and sport["targetPort"] in (cport["name"], port)
+    sports = {p["name"]: p for p in svc["spec"]["ports"]}
+    assert sports["metrics"]["port"] == port and sports["metrics"]["targetPort"] in (cport["name"], port)
+    assert params["listen"] == "0.0.0.0:9092"
+    advertised = next(a for a in container["args"] if a.startswith("--advertised-listener="))
+    assert advertised == f"--advertised-listener=$(POD_NAME).{svc['metadata']['name']}.$(POD_NAMESPACE).svc:9092"
+    fields = {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in container["env"]
+              if "fieldRef" in e.get("valueFrom", {})}
+    assert fields == {"POD_NAME": "metadata.name", "POD_NAMESPACE": "metadata.namespace"}
+    kport = next(p for p in container["ports"] if p["name"] == "kafka")
+    assert kport["containerPort"] == 9092 and sports["kafka"]["targetPort"] == "kafka"
 
 
 def test_kustomization_lists_every_manifest() -> None:

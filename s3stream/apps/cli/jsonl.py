@@ -103,7 +103,15 @@ def _bytes_field(obj: Mapping[str, Any], name: str, where: str) -> bytes | None:
         return None
     if not isinstance(raw, str):
         raise _bad(where, f"{name} must be a string or null (use {name}_b64 for binary)")
-    return raw.encode("utf-8")
+    return _utf8(raw, where, name)
+
+
+def _utf8(text: str, where: str, what: str) -> bytes:
+    """``text`` as UTF-8; a lone surrogate (a ``\\ud800`` escape JSON allows) is refused, naming the line."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise _bad(where, f"{what} is not UTF-8 text (it holds a lone surrogate escape)") from None
 
 
 def _header_pairs(raw: object, where: str, name: str) -> list[tuple[object, object]]:
@@ -125,12 +133,13 @@ def _headers(obj: Mapping[str, Any], where: str) -> tuple[tuple[str, bytes], ...
     for k, v in _header_pairs(raw, where, name):
         if not isinstance(k, str):
             raise _bad(where, f"{name} names must be strings")
+        _utf8(k, where, f"{name} name {k!r}")
         if v is None:
             out.append((k, b""))
         elif name == "headers_b64":
             out.append((k, _b64(v, where, f"{name} value of {k!r}")))
         elif isinstance(v, str):
-            out.append((k, v.encode("utf-8")))
+            out.append((k, _utf8(v, where, f"header {k!r} value")))
         else:
             raise _bad(where, f"header {k!r} value must be a string or null")
     return tuple(out)

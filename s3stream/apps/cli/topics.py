@@ -30,7 +30,7 @@ ConfigOpt = Annotated[list[str] | None, typer.Option(
 
 @app.command("create")
 def create(
-    name: Annotated[str, typer.Argument(help="Topic name (Kafka's rules: [a-zA-Z0-9._-], at most 249).")],
+    name: Annotated[str, typer.Argument(help="Topic name (Kafka's rules: \\[a-zA-Z0-9._-], at most 249).")],
     partitions: Annotated[int, typer.Option("--partitions", "-p", min=1, help="Number of partitions.")] = 1,
     config: ConfigOpt = None,
     url: UrlOpt = None,

@@ -51,6 +51,8 @@ class BrokerConfig:
     group_max_session_timeout_ms: int = 1_800_000
     group_initial_rebalance_delay_ms: int = 3_000
     offsets_retention_minutes: int = 10_080
+    offsets_retention_check_interval_ms: int = 600_000
+    offset_metadata_max_bytes: int = 4_096
     fetch_cache_bytes: int = 256 * 1024 * 1024
     ssl_context: ssl.SSLContext | None = field(default=None, compare=False, repr=False)
     sasl_enabled_mechanisms: tuple[str, ...] = ()
@@ -76,6 +78,8 @@ class BrokerConfig:
         changes: dict[str, Any] = {}
         for key, value in options.items():
             name = key.replace(".", "_").replace("-", "_")
+            if name not in known and name.startswith("kafka_") and name[6:] in known:
+                name = name[6:]  # kafka.acks.all: the s3stream-specific names carry a kafka. prefix
             if name not in known:
                 raise InvalidConfig(f"unknown Kafka server option {key!r}", key=key)
             current = getattr(self, name)
@@ -98,3 +102,34 @@ def _coerce(key: str, value: Any, current: Any) -> Any:
     if isinstance(current, tuple):
         return tuple(v.strip() for v in value.split(",") if v.strip())
     return value
+
+
+#: What each option does, for ``docs/kafka.md`` (a test keeps the two in step and requires every field here).
+OPTION_DOCS: dict[str, str] = {
+    "host": "Address the listener binds (`--listen`); 127.0.0.1 unless told otherwise.",
+    "port": "Port the listener binds (`--listen`); 0 picks a free one.",
+    "advertised_host": "Host clients are told to connect to (`--advertised-listener`); default: the bound host.",
+    "advertised_port": "Port clients are told to connect to; default: the bound port.",
+    "node_id": "This server's broker id in Metadata, FindCoordinator and DescribeCluster.",
+    "auto_create_topics_enable": "Metadata for an unknown topic creates it (Kafka's default: on).",
+    "num_partitions": "Partitions of an auto-created topic, and of CreateTopics with -1.",
+    "acks_all": "Where acks=all is acknowledged: `s3` (a committed WAL object: survives losing the node) or "
+                "`wal` (the fsynced local WAL: for a disk that outlives the node). acks=1 is always `wal`.",
+    "socket_request_max_bytes": "Largest request accepted; a bigger frame closes the connection.",
+    "max_connections": "Open connections at most; more are closed at once.",
+    "connections_max_idle_ms": "A connection that sends nothing for this long is closed.",
+    "max_inflight_requests_per_connection": "Requests of one connection in progress at once (pipelining).",
+    "io_threads": "Threads that run blocking store calls, so one slow call never stalls the event loop.",
+    "offsets_topic_num_partitions": "Partitions of `__consumer_offsets` (fixed once the topic exists).",
+    "group_min_session_timeout_ms": "Smallest session timeout a consumer may ask for.",
+    "group_max_session_timeout_ms": "Largest session timeout a consumer may ask for.",
+    "group_initial_rebalance_delay_ms": "How long the first rebalance of an empty group waits for more members.",
+    "offsets_retention_minutes": "Committed offsets of an empty group expire after this long.",
+    "offsets_retention_check_interval_ms": "How often expired committed offsets are looked for.",
+    "offset_metadata_max_bytes": "Largest metadata string of a committed offset.",
+    "fetch_cache_bytes": "Memory for producers' batch bytes served to caught-up consumers, and encoded cold "
+                         "batches.",
+    "ssl_context": "TLS for the listener (`--ssl-certfile`, `--ssl-keyfile`, `--ssl-cafile`).",
+    "sasl_enabled_mechanisms": "SASL mechanisms required of clients: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512.",
+    "sasl_users_file": "The users SASL authenticates (`--sasl-users`).",
+}

@@ -4,7 +4,7 @@ A frame is ``int32 size`` + bytes. The request header version follows the reques
 flexible versions, v1 otherwise); the response header is v1 for flexible responses and v0 otherwise,
 except ApiVersions, whose response header is always v0 (kio's schemas carry that as ``__header_schema__``).
 Bytes from the network are never trusted: a header or body that does not parse is :class:`MalformedFrame`
-(the server closes that connection only), trailing bytes included.
+(the server closes that connection only); bytes after a parsed body are ignored, as Kafka does.
 """
 
 from __future__ import annotations
@@ -95,12 +95,11 @@ def read_request(frame: bytes | memoryview, cls: type[Any]) -> ParsedRequest:
     """Parse the header and body of a request whose schema class is ``cls``; MalformedFrame otherwise."""
     try:
         header, offset = _reader(cls.__header_schema__)(frame, 0)
-        body, used = _reader(cls)(frame, offset)  # kio returns the bytes it consumed
-        end = offset + used
+        body, _used = _reader(cls)(frame, offset)  # kio returns the bytes it consumed
     except Exception as exc:  # the native reader raises ValueError/IndexError/UnicodeError/... on bad bytes
         raise MalformedFrame(f"unreadable {cls.__name__} v{cls.__version__}: {type(exc).__name__}: {exc}") from exc
-    if end != len(frame):
-        raise MalformedFrame(f"{cls.__name__} v{cls.__version__}: {len(frame) - end} trailing bytes")
+    # bytes after the body are ignored, as Kafka does: librdkafka's all-topics Metadata v9+ request carries
+    # 3 stray bytes after a reserved array-count slot (its fields then read as allow_auto_topic_creation=false)
     return ParsedRequest(int(header.request_api_key), int(header.request_api_version), int(header.correlation_id),
                          header.client_id, body)
 

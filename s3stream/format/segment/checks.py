@@ -15,6 +15,7 @@ from contextlib import contextmanager
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from s3stream.base.errors import CorruptData, InvalidRequest, S3StreamError
 from s3stream.base.records import RECORD_SCHEMA
@@ -84,7 +85,8 @@ def checked_group(table: pa.Table, info: RowGroupInfo, g: int, source: str) -> p
 def check_groups(table: pa.Table, infos: Sequence[RowGroupInfo], source: str, *,
                  what: str = "row groups disagree") -> None:
     """Check decoded row groups (consecutive in ``table``) against the footer index, all at once: row
-    counts, first/last and strictly increasing offsets, timestamp bounds, null keys and values, schema."""
+    counts, first/last and strictly increasing offsets, timestamp bounds, null keys and values, no null
+    header, schema."""
     rows = np.array([g.num_rows for g in infos], dtype=np.int64)
     ends = np.cumsum(rows)
     starts = ends - rows
@@ -102,6 +104,8 @@ def check_groups(table: pa.Table, infos: Sequence[RowGroupInfo], source: str, *,
         col = table.column(column)
         bad = any(n is not None and col.slice(int(a), int(r)).null_count != n
                   for a, r, n in zip(starts, rows, counts, strict=True))
+    if not bad and "headers" in table.column_names:  # a null header no writer makes (Parquet allows it)
+        bad = pc.list_flatten(table.column("headers")).null_count > 0
     if bad or not table.schema.equals(_schema_of(tuple(table.column_names))):
         raise CorruptData(f"{what} with the footer index", source=source)
 
