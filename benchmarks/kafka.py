@@ -4,10 +4,11 @@ Run ``python -m benchmarks kafka [--target file|seaweedfs|...] [--quick]``. Resu
 ``benchmarks/results/kafka-<target>[-quick].json`` and ``.md``.
 
 One store on the target (one root, one WAL directory; reopened between phases as a restarted process would),
-a :class:`~s3stream.apps.kafka.server.KafkaServerThread` over it on an ephemeral port in this process, the Kafka
-clients in a child process of their own (:mod:`benchmarks.kafka_process`: the server does not share its GIL with
-them, as in a deployment), the Python API path in this process (as an application uses it). Records are keyless with 1 KiB values (:mod:`benchmarks.kafka_data`), round-robin over the
-partitions. Phases:
+a :class:`~s3stream.apps.kafka.server.KafkaServerThread` over it on an ephemeral port in this process, the
+Kafka clients in a child process of their own (:mod:`benchmarks.kafka_process`: the server does not share
+its GIL with them, as in a deployment), the Python API path in this process (as an application uses it).
+Records are keyless with 1 KiB values (:mod:`benchmarks.kafka_data`), round-robin over the partitions.
+Phases:
 
 1. **Produce**: confluent-kafka produces ``--mib`` into one topic (acks=all, ``linger.ms``, 1 MB batches, no
    compression: :func:`~benchmarks.kafka_clients.producer_config`) and waits for every acknowledgement; then the
@@ -370,7 +371,8 @@ def _notes(body: dict[str, Any]) -> list[str]:
         "be cached). The Kafka consumer reads before read_arrow, so any page cache favours read_arrow.",
         "End to end: latency = the time a consumed record reaches the application - its send time (stamped in "
         "its value), nearest-rank percentiles; both paths batch per partition the same way (linger.ms, batch.size), "
-        "the Python API reader polls every partition in turn and sleeps 1 ms after a round that found nothing.",
+        "the Python API reader polls every partition in turn and sleeps 1 ms after a round that found nothing; the "
+        "Kafka consumer waits for one message and takes what else is already there (no batch filling).",
     ]
 
 

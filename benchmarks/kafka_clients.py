@@ -203,7 +203,13 @@ class _Tail:
     def run(self) -> None:
         try:
             while not self.stop.is_set():
-                msgs = self.consumer.consume(num_messages=1000, timeout=0.05)
+                # wait for one message, then take what else is there without waiting: consume(n, timeout)
+                # alone waits until n messages came or the timeout passed, holding records up to 50 ms the
+                # Python API's reader (which returns what read_arrow has) would have seen at once
+                first = self.consumer.poll(0.05)
+                if first is None:
+                    continue
+                msgs = [first, *self.consumer.consume(num_messages=999, timeout=0)]
                 now = time.perf_counter_ns()
                 for msg in msgs:
                     value = _take(msg, self.seen, self.next_offset, self.problems, "Kafka end to end")

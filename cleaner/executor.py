@@ -18,7 +18,6 @@ from __future__ import annotations
 import logging
 from collections import deque
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -92,7 +91,7 @@ def build_offset_map(rt: Runtime, m: Manifest, plan: LogToClean, capacity: int) 
     dirty = [s for s in m.segments if s.base_offset < upper and s.end_offset > plan.first_dirty]
     builder = OffsetMapBuilder(start_offset=plan.first_dirty, capacity=capacity)
     read = 0
-    with ThreadPoolExecutor(max_workers=_MAP_READERS, thread_name_prefix="s3stream-cleaner-map") as pool:
+    with rt.pool(_MAP_READERS, "s3stream-cleaner-map") as pool:
         for seg, rows in prefetched(pool, lambda s: segment_keys(rt, s, plan.first_dirty), dirty,
                                     depth=_MAP_READERS):
             read += int(rows.nbytes)
@@ -170,8 +169,7 @@ def _rewrite(rt: Runtime, plog: PartitionLog, groups: list[list[SegmentRef]], om
     at most :data:`_OUTPUTS_IN_FLIGHT` outputs are open at once. Groups go newest first
     (:func:`_tagged_chunks`); the outputs are put back in offset order for the swap.
     """
-    with (ThreadPoolExecutor(max_workers=1, thread_name_prefix="s3stream-cleaner-read") as reading,
-          ThreadPoolExecutor(max_workers=_OUTPUTS_IN_FLIGHT, thread_name_prefix="s3stream-cleaner-out") as writers):
+    with rt.pool(1, "s3stream-cleaner-read") as reading, rt.pool(_OUTPUTS_IN_FLIGHT, "s3stream-cleaner-out") as writers:
         output: OutputStream | None = None
         ending: deque[OutputStream] = deque()  # ended, upload completing, in group order
         try:

@@ -14,7 +14,7 @@ import dataclasses
 import itertools
 import queue
 from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Executor, Future
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -44,9 +44,14 @@ _ABORT = object()
 class OutputStream:
     """The output segment replacing ``group``: survivors in, a :class:`SegmentRef` out (not yet referenced)."""
 
-    def __init__(self, pool: ThreadPoolExecutor, rt: Runtime, plog: PartitionLog, group: list[SegmentRef]) -> None:
+    def __init__(self, pool: Executor, rt: Runtime, plog: PartitionLog, group: list[SegmentRef]) -> None:
         self._queue: queue.Queue[object] = queue.Queue(maxsize=QUEUED)
-        self._future: Future[SegmentRef] = pool.submit(self._write, rt, plog, group)
+        self._pool, self._rt, self._plog, self._group = pool, rt, plog, group
+        # background=manual: the pool is inline, so the writer cannot run beside the round; it runs at end(), over
+        # the survivors held until then (the group's survivors in memory, instead of QUEUED tables)
+        self._held: list[pa.Table] | None = [] if rt.settings.background == "manual" else None
+        self._future: Future[SegmentRef] | None = (
+            None if self._held is not None else pool.submit(self._write, rt, plog, group))
 
     def send(self, table: pa.Table) -> None:
         """Queue survivors (in offset order) for the output; raises the worker's error if it failed."""
@@ -59,6 +64,7 @@ class OutputStream:
 
     def result(self) -> SegmentRef:
         """Wait for the ended output to be uploaded; its manifest entry (or the worker's error)."""
+        assert self._future is not None, "result() before end()"
         return self._future.result()
 
     def finish(self) -> SegmentRef:
@@ -68,6 +74,10 @@ class OutputStream:
 
     def abort(self) -> SegmentRef | None:
         """Stop the output (ended or not); the entry of an object completed anyway (to delete), else None."""
+        if self._future is None:  # held survivors, never written: nothing was uploaded
+            return None
+        if self._held is not None:  # written at end(), in the caller's thread: done either way
+            return None if self._future.exception() is not None else self._future.result()
         try:
             self._queue.put_nowait(_ABORT)
         except queue.Full:  # the worker is busy with what is queued, or gone: make room for the signal
@@ -79,6 +89,14 @@ class OutputStream:
             return None
 
     def _put(self, item: object) -> None:
+        if self._held is not None:
+            if item is _END:
+                self._future = self._pool.submit(self._write, self._rt, self._plog, self._group)
+            else:
+                assert isinstance(item, pa.Table)
+                self._held.append(item)
+            return
+        assert self._future is not None
         while True:
             if self._future.done():
                 self._future.result()  # raises the worker's error
@@ -90,6 +108,10 @@ class OutputStream:
                 continue
 
     def _tables(self) -> Iterator[pa.Table]:
+        if self._held is not None:
+            held, self._held = self._held, []
+            yield from held
+            return
         while True:
             item = self._queue.get()
             if item is _END:

@@ -29,7 +29,7 @@ from __future__ import annotations
 import itertools
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Executor, Future
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar, cast
 
@@ -72,7 +72,7 @@ def segment_reader(rt: Runtime, seg: SegmentRef) -> SegmentReader:
     store, key = rt.objstore, seg.key
     return SegmentReader(ranged_fetch(store, key), seg.object_size, source=key,
                          block_bytes=max(rt.settings.read_ahead_bytes, 1 << 20),
-                         fetch_many=ranged_fetch_many(store, key))
+                         fetch_many=ranged_fetch_many(store, key), executor=rt.fetches)
 
 
 def segment_keys(rt: Runtime, seg: SegmentRef, from_offset: int) -> pa.Table:
@@ -129,7 +129,7 @@ def segment_chunks(rt: Runtime, segments: Sequence[SegmentRef], *, droppable: Dr
     """
     if not segments:
         return
-    with ThreadPoolExecutor(max_workers=decoders + 1, thread_name_prefix="s3stream-cleaner-decode") as pool:
+    with rt.pool(decoders + 1, "s3stream-cleaner-decode") as pool:
         opening: Future[tuple[SegmentReader, list[RowGroupInfo]]] = pool.submit(_open, rt, segments[0])
         for i, seg in enumerate(segments):
             reader, groups = opening.result()
@@ -183,7 +183,7 @@ def _decode(reader: SegmentReader, seg: SegmentRef, groups: list[int]) -> pa.Tab
     return _real_offsets(reader.read_groups(groups), seg.offset_delta)
 
 
-def prefetched(pool: ThreadPoolExecutor, fn: Callable[[A], T], items: Iterable[A], *, depth: int
+def prefetched(pool: Executor, fn: Callable[[A], T], items: Iterable[A], *, depth: int
                ) -> Iterator[tuple[A, T]]:
     """``(item, fn(item))`` in order, with up to ``depth`` calls running ahead in ``pool``.
 
@@ -200,7 +200,7 @@ def prefetched(pool: ThreadPoolExecutor, fn: Callable[[A], T], items: Iterable[A
         yield item, result
 
 
-def read_ahead(pool: ThreadPoolExecutor, items: Iterator[T]) -> Iterator[T]:
+def read_ahead(pool: Executor, items: Iterator[T]) -> Iterator[T]:
     """``items`` in order, the next one produced in ``pool`` while the caller works on the current one.
 
     Errors (and crash points) raised while producing an item surface here, in the caller's thread.

@@ -28,6 +28,7 @@ from s3stream.manifest.producer_ids import ProducerIdAllocator, producer_id_stor
 from s3stream.objectstore.protocol import ObjectStore
 from s3stream.objectstore.url import open_object_store, parse_store_url
 from s3stream.partition.log import PartitionLog
+from s3stream.write.localwal import WalStorageFactory
 from s3stream.write.metrics import StoreMetrics
 
 __all__ = ["Store", "open_store"]
@@ -37,7 +38,7 @@ log = logging.getLogger(__name__)
 
 def open_store(url: str, *, clock: Clock | None = None, ids: IdSource | None = None,
                object_store: ObjectStore | None = None, crash_points: CrashPoints | None = None,
-               **options: Any) -> Store:
+               wal_storage: WalStorageFactory | None = None, **options: Any) -> Store:
     """Open the store at ``url`` (see the module docstring); recovers what an earlier process left.
 
     Args:
@@ -46,6 +47,8 @@ def open_store(url: str, *, clock: Clock | None = None, ids: IdSource | None = N
         ids: the id/randomness source (seed it for reproducible simulations).
         object_store: use this ObjectStore instead of opening ``url`` (wrappers in tests/benchmarks).
         crash_points: named crash points for crash tests.
+        wal_storage: makes the ``wal.WalStorage`` of a node's local WAL directory from its path (a simulated
+            disk with faults in tests); files in the directory by default.
         **options: StoreSettings fields.
 
     Raises:
@@ -75,11 +78,14 @@ def open_store(url: str, *, clock: Clock | None = None, ids: IdSource | None = N
             log.warning("object store %s: %s", objstore.url, "; ".join(result.findings))
     wal_root = settings.wal_dir or default_wal_dir(url)
     return Store(url, objstore, settings, clock, ids, crash_points or CrashPoints(), wal_root,
-                 seal_in_workers=seal_in_workers)
+                 seal_in_workers=seal_in_workers, wal_storage=wal_storage)
 
 
 def _seal_in_workers(settings: StoreSettings, scheme: str, *, injected: bool) -> bool:
-    """Whether seals run in worker processes (settings.seal_workers; a memory:// store cannot be shared)."""
+    """Whether seals run in worker processes (settings.seal_workers; a memory:// store cannot be shared; a store
+    without background work of its own runs everything in the caller's thread, seals too)."""
+    if settings.background == "manual":
+        return False
     if settings.seal_workers == "process":
         if scheme == "memory":
             raise InvalidConfig("seal.workers=process needs a store other processes can open (file:// or "
@@ -92,14 +98,16 @@ class Store:
     """An open stream store. Thread-safe; close it (or use ``with``) to flush and release the WAL."""
 
     def __init__(self, url: str, objstore: ObjectStore, settings: StoreSettings, clock: Clock, ids: IdSource,
-                 crash: CrashPoints, wal_root: str, *, seal_in_workers: bool = False) -> None:
+                 crash: CrashPoints, wal_root: str, *, seal_in_workers: bool = False,
+                 wal_storage: WalStorageFactory | None = None) -> None:
         self._metrics = StoreMetrics()
         self._cleaner: Cleaner | None = None
         self._cleaner_lock = threading.Lock()
         self._producer_ids: ProducerIdAllocator | None = None
         self._producer_ids_lock = threading.Lock()
         self._rt = Runtime(url=url, objstore=objstore, settings=settings, clock=clock, ids=ids, crash=crash,
-                           wal_root=wal_root, metrics=self._metrics, seal_in_workers=seal_in_workers)
+                           wal_root=wal_root, metrics=self._metrics, seal_in_workers=seal_in_workers,
+                           wal_storage=wal_storage)
         try:
             self._rt.recover_leftovers()
         except BaseException:

@@ -18,6 +18,13 @@ appends still queue behind the fsyncs in flight and share the next one, so fsync
 append sleeps on a private, pre-acquired lock that is released when its seq is durable (so a batch wakes
 exactly its own appenders, not every waiter); only ``append_async`` creates futures.
 
+Without threads (``threads=False``, for a deterministic simulation driven from one thread) nothing happens
+behind the caller's back: :meth:`GroupCommit.write_step` does what one syncer pass does (take a batch, write
+it, or roll) and :meth:`GroupCommit.sync_step` what one fsyncer pass does (fsync the oldest written batch and
+publish it with every batch written before it), with the same bookkeeping, so a caller chooses when the disk
+writes and when it syncs (and what a power loss in between keeps). At most ``syncs_in_flight`` batches are
+written and not yet synced, as with threads.
+
 The invariants are the writer's (see :mod:`wal.writer`); the state appenders and the writer share with
 the threads (:attr:`GroupCommit.files`, the seq counters, ``closing``, the failure) is guarded by
 :attr:`GroupCommit.mu`.
@@ -29,6 +36,7 @@ import errno
 import logging
 import threading
 from collections import deque
+from typing import Literal
 
 from wal.errors import WalClosed, WalError, WalFull
 from wal.frame import FILE_HEADER_SIZE, encode_file_header, encode_frame_header
@@ -51,8 +59,9 @@ class GroupCommit:
     """
 
     def __init__(self, storage: WalStorage, files: list[WalFile], next_seq: int, *, file_bytes: int,
-                 max_batch_bytes: int, fsync: bool, syncs_in_flight: int) -> None:
+                 max_batch_bytes: int, fsync: bool, syncs_in_flight: int, threads: bool = True) -> None:
         self._storage = storage
+        self._threaded = threads  # False: no thread; write_step/sync_step do the threads' work when called
         self._file_bytes = file_bytes
         self._max_batch_bytes = max_batch_bytes
         self._fsync = fsync
@@ -85,6 +94,11 @@ class GroupCommit:
         return self._storage.location
 
     def _new_threads(self) -> None:
+        if not self._threaded:
+            self._fsyncers: list[threading.Thread] = []
+            self.syncer: threading.Thread | None = None
+            self.threads: frozenset[threading.Thread] = frozenset()
+            return
         self.syncer = threading.Thread(target=self._run, name=f"wal-syncer {self.location}", daemon=True)
         self._fsyncers = [threading.Thread(target=self._run_fsyncer, name=f"wal-fsync-{i} {self.location}",
                                            daemon=True) for i in range(self._fsyncer_count)]
@@ -97,10 +111,20 @@ class GroupCommit:
         active = self.files[-1]
         if active.size_bytes >= self._file_bytes and active.first_seq < self.next_seq and not self.roll_or_fail():
             return False
-        for thread in self._fsyncers:
-            thread.start()
-        self.syncer.start()
+        if self.syncer is not None:
+            for thread in self._fsyncers:
+                thread.start()
+            self.syncer.start()
         return True
+
+    def finish(self) -> None:
+        """After :meth:`close` (or a failure): wait until the syncer has written and synced what was queued and
+        stopped; without threads, do that work here."""
+        if self.syncer is not None:
+            self.syncer.join()
+            return
+        while self.write_step() or self.sync_step():
+            pass
 
     def enqueue(self, data: bytes, crc: int, waiter: Waiter) -> tuple[int, int]:
         """Queue one entry (its payload's CRC computed by the caller): its seq and the generation."""
@@ -153,8 +177,9 @@ class GroupCommit:
         self.resumable = False
         self.generation += 1
         self._new_threads()
-        for thread in (*self._fsyncers, self.syncer):
-            thread.start()
+        if self.syncer is not None:
+            for thread in (*self._fsyncers, self.syncer):
+                thread.start()
 
     # -- the threads --------------------------------------------------------------------------------
 
@@ -183,31 +208,69 @@ class GroupCommit:
 
     def _take_batch(self) -> Batch | None:
         """Wait for queued entries and a free fsync slot, and take the longest prefix that fits (``None``:
-        closed and drained, or failed).
+        closed and drained, or failed); see :meth:`_cut_locked`."""
+        with self.mu:
+            while True:
+                batch = self._cut_locked()
+                if batch is not False:
+                    return batch
+                self._work.wait()
+
+    def _cut_locked(self) -> Batch | Literal[False] | None:
+        """The next batch to write, ``None`` when closed and drained or failed, ``False`` when none can be
+        taken now (caller holds the lock).
 
         The batch fits both ``max_batch_bytes`` and the room left in the active file (written bytes
         included); when not even the first queued entry fits a non-empty active file, an empty batch asks
         for a roll first, once no fsync is in flight. A single entry larger than a whole file goes alone
         into a fresh file. A taken batch counts as written (and as an fsync in flight) from here on.
         """
+        if self.failure is not None or (not self._queue and self.closing):
+            return None
+        if self._queue and not self._rolling and self._in_flight < self._max_in_flight:
+            active = self.files[-1]
+            room = self._file_bytes - active.size_bytes - self._unsynced_bytes
+            if self._queue.first_size() <= room or active.first_seq == self._written_end:
+                batch = self._queue.take(min(self._max_batch_bytes, max(room, 1)), self._written_end, active)
+                self._written_end += batch.count
+                if self._fsync:
+                    self._written.append(batch)
+                    self._unsynced_bytes += batch.size_bytes
+                    self._in_flight += 1
+                return batch
+            if self._in_flight == 0:
+                return Batch(self._written_end, [], [], 0, active)
+        return False
+
+    # -- without threads: the same work, one step at a time -------------------------------------------
+
+    def write_step(self) -> bool:
+        """Without threads: what one syncer pass does (write the next batch, or roll the full active file);
+        False when there is nothing to write now (nothing queued, every fsync slot taken, or failed)."""
         with self.mu:
-            while True:
-                if self.failure is not None or (not self._queue and self.closing):
-                    return None
-                if self._queue and not self._rolling and self._in_flight < self._max_in_flight:
-                    active = self.files[-1]
-                    room = self._file_bytes - active.size_bytes - self._unsynced_bytes
-                    if self._queue.first_size() <= room or active.first_seq == self._written_end:
-                        batch = self._queue.take(min(self._max_batch_bytes, max(room, 1)), self._written_end, active)
-                        self._written_end += batch.count
-                        if self._fsync:
-                            self._written.append(batch)
-                            self._unsynced_bytes += batch.size_bytes
-                            self._in_flight += 1
-                        return batch
-                    if self._in_flight == 0:
-                        return Batch(self._written_end, [], [], 0, active)
-                self._work.wait()
+            batch = self._cut_locked()
+        if batch is None or batch is False:
+            return False
+        if batch.count == 0:
+            self.roll_or_fail()
+        elif self._write(batch):
+            if self._fsync:
+                with self.mu:
+                    self._to_sync.append(batch)
+            else:
+                self._publish(batch)
+        return True
+
+    def sync_step(self) -> bool:
+        """Without threads: what one fsyncer pass does (fsync the oldest written batch's file, then publish it
+        and every batch written before it); False when no written batch awaits its fsync."""
+        with self.mu:
+            if self.failure is not None or not self._to_sync:
+                return False
+            batch = self._to_sync.popleft()
+        if self._sync(batch):
+            self._synced(batch)
+        return True
 
     def _write(self, batch: Batch) -> bool:
         """Write a batch with one ``writev``; on failure fail the writer."""
@@ -231,17 +294,21 @@ class GroupCommit:
                 if self.failure is not None or not self._to_sync:
                     return
                 batch = self._to_sync.popleft()
-            try:
-                self._storage.fsync(batch.file.name)
-            except OSError as exc:
-                self._fail(exc)
+            if not self._sync(batch) or not self._synced(batch):
                 return
-            except Exception as exc:  # a storage bug must fail the appenders, not strand them
-                LOG.exception("WAL %s: unexpected error in an fsyncer", self.location)
-                self._fail(exc)
-                return
-            if not self._synced(batch):
-                return
+
+    def _sync(self, batch: Batch) -> bool:
+        """fsync ``batch``'s file; on failure fail the writer (False)."""
+        try:
+            self._storage.fsync(batch.file.name)
+        except OSError as exc:
+            self._fail(exc)
+            return False
+        except Exception as exc:  # a storage bug must fail the appenders, not strand them
+            LOG.exception("WAL %s: unexpected error in an fsyncer", self.location)
+            self._fail(exc)
+            return False
+        return True
 
     def _synced(self, batch: Batch) -> bool:
         """``batch``'s fsync returned: it and every batch written before it are durable (the fsync started

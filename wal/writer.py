@@ -17,6 +17,8 @@ Invariants:
   fsync in flight, so every file but the last is complete on disk (recovery relies on it) and no fsync
   ever runs on a closed file; :meth:`WalWriter.trim` never deletes it;
 * a seq is published durable only after an fsync that started after its batch was written returned;
+* at open, what recovery keeps is synced before anything is appended after it (an earlier writer may have left
+  written-but-unsynced bytes that read back as entries);
 * after a write or fsync error the writer fails permanently: every written-but-unpublished, queued and
   later append raises :class:`WalError` (what reached the disk is known only to the next recovery);
   when a full disk failed a write or a new file (not an fsync), they raise :class:`WalFull` and
@@ -61,6 +63,7 @@ class WalWriter:
         lock: bool = True,
         syncs_in_flight: int = 2,
         recycle: bool = True,
+        threads: bool = True,
     ) -> None:
         """Open (creating if needed), lock and recover the WAL.
 
@@ -78,6 +81,9 @@ class WalWriter:
                 started (1: write, fsync, then the next batch; see the module docstring).
             recycle: in a directory, reuse a trimmed file's space for the next file, so a sync flushes data
                 without a journal commit (see :class:`~wal.file_storage.FileWalStorage`).
+            threads: ``False`` starts no syncer or fsyncer thread: the caller does their work with
+                :meth:`write_step` and :meth:`sync_step` (a blocking :meth:`append` and :meth:`close` step
+                inline), so a simulation driven from one thread decides when the disk writes and syncs.
 
         Raises:
             ValueError: not exactly one of ``directory``/``storage``, or a non-positive size.
@@ -92,18 +98,28 @@ class WalWriter:
                              "syncs_in_flight be >= 1")
         self._storage = storage if storage is not None else _open_dir(directory, recycle)
         self._fsync = fsync
+        self._threaded = threads
         self._lock_handle: WalLockHandle | None = self._storage.lock() if lock else None
         self._trim = TrimPoint(self._storage)
         try:
             recovered = recover(self._storage)
+            if fsync:
+                # what an earlier writer wrote and never synced (it crashed, or its fsync or a later write failed) is
+                # read back as part of the log: make it durable before anything is written after it, or a power loss
+                # would cut the log in the middle (a torn end of an earlier file, acknowledged entries after it)
+                self._storage.fsync(recovered.files[-1].name)
             self._trim_seq = self._trim.load(recovered.next_seq)  # every seq below it was trimmed
+        except OSError as exc:
+            self._release()
+            raise WalError(f"WAL {self.location}: making the recovered log durable failed: {exc}") from exc
         except BaseException:
             self._release()
             raise
         self._trim.loaded(self._trim_seq)  # saved (and synced) at open and close; unsynced after a trim
         self._trim_mu = threading.Lock()
         self._pipeline = GroupCommit(self._storage, recovered.files, recovered.next_seq, file_bytes=file_bytes,
-                               max_batch_bytes=max_batch_bytes, fsync=fsync, syncs_in_flight=syncs_in_flight)
+                               max_batch_bytes=max_batch_bytes, fsync=fsync, syncs_in_flight=syncs_in_flight,
+                               threads=threads)
         if not self._pipeline.start():
             self._release()
             raise self._pipeline.failed_error(f"WAL {self.location}: cannot roll the full active file")
@@ -122,7 +138,12 @@ class WalWriter:
         gate = threading.Lock()
         gate.acquire()
         seq, generation = self._enqueue(payload, gate)
-        gate.acquire()  # the syncer releases it once seq is durable or the writer failed
+        if not self._threaded:  # no threads: write and sync it here
+            while not gate.acquire(blocking=False):
+                if not self.step():
+                    raise WalError(f"WAL {self.location}: append of seq {seq} cannot be made durable")
+        else:
+            gate.acquire()  # the syncer releases it once seq is durable or the writer failed
         if self._pipeline.generation != generation:  # a full disk failed it, and the writer was resumed since
             error = WalFull(f"WAL {self.location}: append of seq {seq} failed: no space left")
             error.__cause__ = self._pipeline.last_failure
@@ -150,6 +171,27 @@ class WalWriter:
         crc = payload_crc(data)  # the expensive part, outside the lock
         return self._pipeline.enqueue(data, crc, waiter)
 
+    # -- without threads: the disk's work, one step at a time --------------------------------------------
+
+    def write_step(self) -> bool:
+        """Without threads: write the next batch of queued entries (one ``writev``) or roll the full active
+        file, as the syncer thread would; False when there is nothing to write now (see :meth:`sync_step`)."""
+        return self._pipeline.write_step()
+
+    def sync_step(self) -> bool:
+        """Without threads: fsync the oldest written batch and publish it (its appends are acknowledged, in
+        this thread); False when no written batch awaits its fsync."""
+        return self._pipeline.sync_step()
+
+    def step(self) -> bool:
+        """Without threads: :meth:`write_step`, else :meth:`sync_step`; False when neither had work."""
+        return self.write_step() or self.sync_step()
+
+    @property
+    def threaded(self) -> bool:
+        """Whether the writer runs its own syncer and fsyncer threads (see ``threads``)."""
+        return self._threaded
+
     def resume(self) -> None:
         """Accept appends again after a full disk stopped the writer (:class:`WalFull`); no-op when running.
 
@@ -175,8 +217,7 @@ class WalWriter:
                     return
                 if not pipeline.resumable:
                     raise pipeline.failed_error(f"WAL {self.location} failed earlier and must be reopened")
-                syncer = pipeline.syncer
-            syncer.join()  # it stops once failed, after its fsyncers returned: nothing writes any more
+            pipeline.finish()  # the syncer stops once failed, after its fsyncers returned: nothing writes any more
             try:
                 self._storage.close()  # the failed write left descriptors whose ends are stale
                 recovered = recover(self._storage)
@@ -259,7 +300,7 @@ class WalWriter:
             raise WalError("close() from a callback on the WAL syncer thread would deadlock")
         if not self._pipeline.close():
             return
-        self._pipeline.syncer.join()
+        self._pipeline.finish()
         with self._trim_mu:
             try:
                 if not self._fsync and self._pipeline.failure is None:

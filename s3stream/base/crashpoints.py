@@ -34,6 +34,7 @@ class CrashPoints:
         self._hits: dict[str, int] = {}
         self._lock = threading.Lock()
         self._crashed = False
+        self._fired: str | None = None
 
     def arm(self, point: str, *, after: int = 0) -> None:
         """Crash at the ``after + 1``-th hit of ``point``."""
@@ -54,6 +55,12 @@ class CrashPoints:
         with self._lock:
             return self._crashed
 
+    @property
+    def fired(self) -> str | None:
+        """The point that fired (None: none did)."""
+        with self._lock:
+            return self._fired
+
     def hits(self, point: str) -> int:
         """How often ``point`` was reached."""
         with self._lock:
@@ -71,6 +78,7 @@ class CrashPoints:
                 return
             del self._armed[point]
             self._crashed = True
+            self._fired = point
         raise SimulatedCrash(point)
 
 

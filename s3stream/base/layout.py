@@ -28,16 +28,18 @@ __all__ = [
     "JOB_ABANDONED_AFTER_MS",
     "JOB_HEARTBEAT_INTERVAL_MS",
     "PRODUCER_IDS_PREFIX",
+    "is_segment_key",
     "job_heartbeat_key",
     "job_map_key",
     "job_prefix",
     "log_prefix",
     "manifest_key",
-    "parse_job_id",
+    "parse_job_key",
     "parse_seq",
     "parse_wal_key",
     "producer_ids_key",
     "segment_key",
+    "segment_prefix",
     "topic_meta_key",
     "topic_meta_prefix",
     "wal_key",
@@ -65,8 +67,22 @@ def manifest_key(topic_id: str, partition: int, seq: int) -> str:
     return f"{log_prefix(topic_id, partition)}manifest/{seq:020d}.json"
 
 
+def segment_prefix(topic_id: str, partition: int) -> str:
+    return f"{log_prefix(topic_id, partition)}segments/"
+
+
 def segment_key(topic_id: str, partition: int, base_offset: int, ulid: str) -> str:
-    return f"{log_prefix(topic_id, partition)}segments/{base_offset:020d}-{ulid.lower()}.parquet"
+    return f"{segment_prefix(topic_id, partition)}{base_offset:020d}-{ulid.lower()}.parquet"
+
+
+_SEGMENT_NAME_RE = re.compile(r"\d{20}-[0-9a-z]+\.parquet", re.ASCII)
+
+
+def is_segment_key(key: str, topic_id: str, partition: int) -> bool:
+    """Whether ``key`` has the shape :func:`segment_key` gives this partition's segments (nothing else: no
+    other partition's key, no ``..``, no deeper path)."""
+    prefix = segment_prefix(topic_id, partition)
+    return key.startswith(prefix) and _SEGMENT_NAME_RE.fullmatch(key, len(prefix)) is not None
 
 
 def wal_prefix(node_id: str) -> str:
@@ -121,9 +137,14 @@ def job_map_key(job_id: str, topic_id: str, partition: int) -> str:
     return f"{job_prefix(job_id)}maps/{topic_id}-{partition}.arrow"
 
 
-def parse_job_id(key: str) -> str | None:
-    """The job id of a key under :data:`JOBS_PREFIX`; None for other keys."""
+#: the keys a job writes under its directory: :func:`job_heartbeat_key`, :func:`job_map_key`
+_JOB_KEY_RE = re.compile(r"([^/]+)/(?:heartbeat|maps/[0-9a-z]+-(?:0|[1-9]\d*)\.arrow)", re.ASCII)
+
+
+def parse_job_key(key: str) -> str | None:
+    """The job id of a key a job writes (:func:`job_heartbeat_key`, :func:`job_map_key`); None for any other
+    key, under :data:`JOBS_PREFIX` or not (another store nested in the jobs directory keeps its keys)."""
     if not key.startswith(JOBS_PREFIX):
         return None
-    job_id, sep, _ = key[len(JOBS_PREFIX):].partition("/")
-    return job_id if job_id and sep else None
+    m = _JOB_KEY_RE.fullmatch(key, len(JOBS_PREFIX))
+    return m.group(1) if m else None

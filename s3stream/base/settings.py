@@ -145,11 +145,13 @@ class StoreSettings:
         choices=("auto", "process", "thread")))
     background: Literal["threads", "manual"] = field(default="threads", metadata=_spec(
         "choice", "Who runs the store's background work (append drains, WAL-object flushes and their "
-                  "publication, seals, manifest probes, resuming a local WAL after a full disk): threads = the "
-                  "store's own threads and pools; manual = nobody, the caller drives each step in its own thread "
-                  "(Runtime.steps(), for deterministic tests and simulation); blocking calls (append, flush, "
-                  "roll, close) then run the steps they wait for inline. The local WAL's fsync threads run "
-                  "either way.", choices=("threads", "manual")))
+                  "publication, seals, manifest probes, read-ahead, cleaning rounds, resuming a local WAL after "
+                  "a full disk, the local WAL's writes and fsyncs): threads = the store's own threads and pools; "
+                  "manual = nobody, the caller drives each step in its own thread (Runtime.steps(), for "
+                  "deterministic tests and simulation: no thread, pool or worker process is started, seals run "
+                  "in the calling thread whatever seal.workers says, and a WAL-object PUT is one attempt per "
+                  "step); blocking calls (append, flush, roll, close) then run the steps they wait for inline.",
+        choices=("threads", "manual")))
     segment_row_group_bytes: int = field(default=1 * _MiB, metadata=_spec(
         "int", "Target Parquet row-group size in segment objects: the unit of a ranged read.", 1))
     segment_upload_part_bytes: int = field(default=128 * _MiB, metadata=_spec(

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from s3stream.base.errors import CommitConflict, Fenced
-from s3stream.format.walentry import AppendEntry, RollEntry, decode_entry
+from s3stream.format.walentry import AppendEntry, ClaimEntry, RollEntry, decode_entry
 from s3stream.partition.log import PartitionLog
 from s3stream.write.node_runtime import NodeRuntime
 from wal import WalEntry
@@ -27,6 +27,9 @@ log = logging.getLogger(__name__)
 class Replay:
     """One recovery's logs: each resolved, checked and claimed once, then its unpublished entries replayed.
 
+    A claim entry (:class:`~s3stream.format.walentry.ClaimEntry`) voids the earlier entries of its log: this node
+    wrote them in an epoch another node ended by taking the log over, before this node took it back.
+
     Entries are decoded once and kept only when the bucket lacks their records (at most what was buffered
     but not yet published at the crash), so a gap can still be filled from older entries before anything is
     buffered: the uploader then sees the entries in local WAL order, which its trims rely on.
@@ -38,6 +41,8 @@ class Replay:
         self._logs: dict[str, PartitionLog] = {}
         self._ends: dict[str, int] = {}  # each claimed log's end in the bucket
         self._skipped: set[str] = set()
+        # the local seq of each log's latest claim entry: its earlier entries are void (ClaimEntry)
+        self._claimed_at: dict[str, int] = {}
 
     def _end(self, log_id: str) -> int | None:
         """Where ``log_id`` ends in the bucket (claiming it), or None when it is not to be replayed."""
@@ -77,6 +82,9 @@ class Replay:
             decoded = decode_entry(entry.payload, source=f"local WAL of {self._node.node_id}, entry {entry.seq}")
             if only is not None and decoded.log_id not in only:
                 continue
+            if isinstance(decoded, ClaimEntry):
+                self._claimed_at[decoded.log_id] = max(entry.seq, self._claimed_at.get(decoded.log_id, -1))
+                continue
             end = self._end(decoded.log_id)
             if end is None:
                 continue
@@ -87,10 +95,15 @@ class Replay:
                 out.append((entry.seq, decoded))
         return out
 
+    def _live(self, pending: list[tuple[int, AppendEntry | RollEntry]]) -> list[tuple[int, AppendEntry | RollEntry]]:
+        """``pending`` without the entries a later claim entry of their log voided."""
+        claimed = self._claimed_at
+        return [(seq, d) for seq, d in pending if seq > claimed.get(d.log_id, -1)]
+
     def gaps(self, pending: list[tuple[int, AppendEntry | RollEntry]]) -> set[str]:
         """The logs whose first pending records start past their end in the bucket."""
         first: dict[str, int] = {}
-        for _seq, decoded in pending:
+        for _seq, decoded in self._live(pending):
             if isinstance(decoded, AppendEntry) and decoded.log_id not in first:
                 first[decoded.log_id] = decoded.batch.column(0)[0].as_py()
         return {log_id for log_id, base in first.items() if base > self._ends[log_id]}
@@ -98,7 +111,7 @@ class Replay:
     def run(self, pending: list[tuple[int, AppendEntry | RollEntry]]) -> int:
         """Replay ``pending`` (in local WAL order); the number of entries buffered again."""
         replayed = 0
-        for seq, decoded in pending:
+        for seq, decoded in self._live(pending):
             if decoded.log_id in self._skipped:
                 continue
             try:

@@ -37,7 +37,7 @@ from s3stream.partition.host import HostedLog
 from s3stream.partition.log import PartitionLog
 from s3stream.read.tiers import ChunkCache, SegmentReaderCache
 from s3stream.read.walscan import WalIndexCache
-from s3stream.write.localwal import open_wal, wal_errors
+from s3stream.write.localwal import WalStorageFactory, open_wal, wal_errors
 from s3stream.write.metrics import StoreMetrics
 from s3stream.write.node import claim_namespace, pick_node_directory
 from s3stream.write.node_runtime import NodeRuntime
@@ -55,7 +55,8 @@ class Runtime:
     """Everything a store's partitions share (thread-safe)."""
 
     def __init__(self, *, url: str, objstore: ObjectStore, settings: StoreSettings, clock: Clock, ids: IdSource,
-                 crash: CrashPoints, wal_root: str, metrics: StoreMetrics, seal_in_workers: bool = False) -> None:
+                 crash: CrashPoints, wal_root: str, metrics: StoreMetrics, seal_in_workers: bool = False,
+                 wal_storage: WalStorageFactory | None = None) -> None:
         self.url = url
         # every request of this store's components counts in s3stream_object_store_requests/errors
         self.objstore = objstore = metrics.meter(objstore)
@@ -64,20 +65,28 @@ class Runtime:
         self.ids = ids
         self.crash = crash
         self.wal_root = wal_root
+        self.wal_storage = wal_storage  # makes a node directory's WalStorage (None: files)
         self.metrics = metrics
         self.catalog = TopicCatalog(objstore, clock=clock, ids=ids, default_config=settings.default_topic_config)
+        manual = settings.background == "manual"
+        # background fetches of reads and seals (read-ahead, warming, chunk prefetch): the process-wide fetch
+        # pool, or (background=manual) inline, in the reading thread and in request order
+        self.fetches: Executor | None = InlineExecutor() if manual else None
         # a reader holds at most 14 blocks (window + in flight); bound the readers by cache_bytes
         block = max(settings.read_ahead_bytes, 1 << 20)
         self.segments = SegmentReaderCache(objstore, block_bytes=block,
-                                           max_entries=max(4, settings.cache_bytes // (14 * block)))
+                                           max_entries=max(4, settings.cache_bytes // (14 * block)),
+                                           executor=self.fetches)
         # decoded WAL-object chunks share cache_bytes with the tail cache, which has priority (note_memory)
-        self.chunks = ChunkCache(objstore, max_bytes=settings.cache_bytes, room=self._chunk_room)
-        self.walindex = WalIndexCache(objstore)
+        self.chunks = ChunkCache(objstore, max_bytes=settings.cache_bytes, room=self._chunk_room,
+                                 executor=self.fetches)
+        # relisted when GC (orphan_min_age_ms) may have made a gap in what it knows of a namespace
+        self.walindex = WalIndexCache(objstore, clock=clock, relist_after_s=settings.orphan_min_age_ms / 2000.0)
         # reads of the sealed tier check the manifest is still the latest while they read (PartitionLog)
         # (background=manual: inline, before the read; the same linearization point, one thread)
         self.manifest_probes: Executor = (
             ThreadPoolExecutor(max_workers=4, thread_name_prefix="s3stream-manifest-probe")
-            if settings.background == "threads" else InlineExecutor())
+            if not manual else InlineExecutor())
         self._node: NodeRuntime | None = None  # set while recovering (seen only under _node_lock)
         self._ready_node: NodeRuntime | None = None  # published once recovery is done (lock-free reads)
         self._node_lock = threading.RLock()
@@ -171,7 +180,8 @@ class Runtime:
             if only_existing and not cand.reused:
                 return
             try:
-                wal = open_wal(cand.path, s)  # WAL errors come out as S3StreamError (s3stream.write.localwal)
+                # WAL errors come out as S3StreamError (s3stream.write.localwal)
+                wal = open_wal(cand.path, s, self.wal_storage)
             except WalLocked:
                 if self._node_id_setting() is not None:
                     raise InvalidConfig(f"node {self._node_id_setting()!r}: its WAL directory {cand.path} is in use "
@@ -263,6 +273,14 @@ class Runtime:
     def request_seal(self, plog: HostedLog) -> None:
         self.sealer.request(plog)
 
+    def pool(self, workers: int, name: str) -> Executor:
+        """A pool for one pass's concurrent work (the cleaner's key scans, decodes and output uploads), to use as
+        a context manager; with ``background=manual`` an inline one: the work runs in the caller's thread, in
+        submission order."""
+        if self.settings.background == "manual":
+            return InlineExecutor()
+        return ThreadPoolExecutor(max_workers=workers, thread_name_prefix=name)
+
     def steps(self) -> EngineSteps:
         """The background work as step functions, for a store opened with ``background=manual`` (they are what
         the threads run with ``background=threads``; calling them there is allowed but races the threads)."""
@@ -324,7 +342,9 @@ class Runtime:
         self.manifest_probes.shutdown(wait=True)
         if self.seal_workers is not None:
             self.seal_workers.close()
-        if node is not None and not errors:
+        if node is not None and node is self._ready_node and not errors:
+            # only after recovery finished: a store whose open failed mid-replay (a damaged entry, an
+            # expired credential during a claim) must leave its local WAL for the next open to replay
             self._trim_published(node)
         if node is not None:
             try:

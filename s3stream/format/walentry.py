@@ -1,26 +1,31 @@
 """Local WAL entries: the payloads the ``wal`` package frames and fsyncs on the append path.
 
-Two kinds of entry, one per call of :func:`encode_entry`:
+Three kinds of entry, one per call of :func:`encode_entry`:
 
 * :class:`AppendEntry` -- one log's appended records (offsets already assigned), and the idempotent
   producers' batches among them (``producers``, usually none);
-* :class:`RollEntry` -- a segment boundary: a new segment of the log starts at ``base_offset``.
+* :class:`RollEntry` -- a segment boundary: a new segment of the log starts at ``base_offset``;
+* :class:`ClaimEntry` -- this node takes the log over from another node (whose records end at
+  ``base_offset``): every earlier entry of the log in this local WAL is void (it was written in an epoch
+  another node ended; its offsets belong to that node's successor), so recovery never replays it.
 
 Byte layout (little-endian; see ``docs/formats.md``)::
 
-    version u8 | kind u8 (1 append, 2 roll, 4 producer append) | log_id_len u16 | body_len u32 |
+    version u8 | kind u8 (1 append, 2 roll, 4 producer append, 5 claim) | log_id_len u16 | body_len u32 |
     log_id (UTF-8) | body | crc32c u32 (over every preceding byte of the entry)
 
     append body: an Arrow IPC encapsulated record-batch message of RECORD_SCHEMA, uncompressed
                  (local disk: speed over size; schema-less, fixed by the version)
     roll body:   base_offset i64
+    claim body:  base_offset i64
     producer append body: count u32 | count x (producer_id i64 | epoch i16 | base_sequence i32 |
                  record_count i32 | base_offset i64) | the append body
                  (written only when ``producers`` is not empty: other appends keep kind 1, byte for byte)
 
 The ``wal`` frame already carries a length and CRC; this format still has its own version, lengths and
 CRC32C so a payload is self-validating wherever it travels (tests, tools, a future WAL). Invariants checked
-on encode and decode: the batch has RECORD_SCHEMA and strictly increasing offsets >= 0; ``base_offset >= 0``;
+on encode and decode: the batch has RECORD_SCHEMA and strictly increasing offsets >= 0 (on decode also
+no null where RECORD_SCHEMA allows none: offset, timestamp, a header, a header key); ``base_offset >= 0``;
 the lengths add up to the payload length exactly; producer batches lie in the batch's offset range, in order.
 """
 
@@ -37,14 +42,17 @@ import pyarrow.ipc as ipc
 from s3stream.base.errors import CorruptData, InternalError
 from s3stream.base.producer import ProducerAppend
 from s3stream.base.records import RECORD_SCHEMA
+from s3stream.format.nulls import required_present
 
-__all__ = ["WAL_ENTRY_VERSION", "AppendEntry", "RollEntry", "decode_entry", "encode_entry"]
+__all__ = ["WAL_ENTRY_VERSION", "AppendEntry", "ClaimEntry", "RollEntry", "WalEntryKind", "decode_entry",
+           "encode_entry"]
 
 WAL_ENTRY_VERSION = 1
 
 _KIND_APPEND = 1
 _KIND_ROLL = 2
 _KIND_PRODUCER_APPEND = 4
+_KIND_CLAIM = 5
 _COUNT = struct.Struct("<I")
 _PRODUCER = struct.Struct("<qhiiq")
 _HEAD = struct.Struct("<BBHI")
@@ -71,6 +79,19 @@ class RollEntry:
     base_offset: int
 
 
+@dataclass(frozen=True, slots=True)
+class ClaimEntry:
+    """This node claimed the log from another node, whose records end at ``base_offset``: the log's earlier
+    entries in this local WAL are void."""
+
+    log_id: str
+    base_offset: int
+
+
+#: Any decoded entry.
+WalEntryKind = AppendEntry | RollEntry | ClaimEntry
+
+
 def _offsets_ok(batch: pa.RecordBatch) -> bool:
     if batch.num_rows == 0:
         return True
@@ -93,7 +114,7 @@ def _producers_ok(batch: pa.RecordBatch, producers: tuple[ProducerAppend, ...]) 
     return True
 
 
-def encode_entry(entry: AppendEntry | RollEntry) -> bytes:
+def encode_entry(entry: WalEntryKind) -> bytes:
     """Encode one entry (validated first).
 
     Raises:
@@ -119,13 +140,14 @@ def encode_entry(entry: AppendEntry | RollEntry) -> bytes:
                              batch.serialize().to_pybytes()))
     else:
         if entry.base_offset < 0:
-            raise InternalError(f"RollEntry base_offset must be >= 0, got {entry.base_offset}")
-        kind, body = _KIND_ROLL, _ROLL.pack(entry.base_offset)
+            raise InternalError(f"{type(entry).__name__} base_offset must be >= 0, got {entry.base_offset}")
+        kind = _KIND_ROLL if isinstance(entry, RollEntry) else _KIND_CLAIM
+        body = _ROLL.pack(entry.base_offset)
     head = _HEAD.pack(WAL_ENTRY_VERSION, kind, len(log_id), len(body)) + log_id
     return b"".join((head, body, _CRC.pack(crc32c.crc32c(body, crc32c.crc32c(head)))))
 
 
-def decode_entry(payload: bytes, *, source: str) -> AppendEntry | RollEntry:
+def decode_entry(payload: bytes, *, source: str) -> WalEntryKind:
     """Decode and validate one entry.
 
     Raises:
@@ -152,6 +174,8 @@ def decode_entry(payload: bytes, *, source: str) -> AppendEntry | RollEntry:
         raise CorruptData("WAL entry has an empty log_id", source=source)
     if kind == _KIND_ROLL:
         return _decode_roll(log_id, body, source)
+    if kind == _KIND_CLAIM:
+        return ClaimEntry(log_id, _decode_roll(log_id, body, source).base_offset)
     if kind == _KIND_APPEND:
         return AppendEntry(log_id, _decode_batch(body, source))
     if kind == _KIND_PRODUCER_APPEND:
@@ -191,6 +215,8 @@ def _decode_batch(body: memoryview, source: str) -> pa.RecordBatch:
         batch.validate(full=True)
     except _DECODE_ERRORS as e:
         raise CorruptData(f"cannot decode WAL entry records: {e}", source=source) from e
+    if not required_present(batch):
+        raise CorruptData("WAL entry records hold nulls where RECORD_SCHEMA allows none", source=source)
     if not _offsets_ok(batch):
         raise CorruptData("WAL entry offsets are not strictly increasing and >= 0", source=source)
     return batch

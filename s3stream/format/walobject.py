@@ -51,6 +51,7 @@ import pyarrow.ipc as ipc
 from s3stream.base.errors import CorruptData, InternalError
 from s3stream.base.producer import ProducerAppend
 from s3stream.base.records import RECORD_SCHEMA, batch_nbytes
+from s3stream.format.nulls import required_present
 
 __all__ = [
     "INDEX_SUFFIX_BYTES",
@@ -411,23 +412,11 @@ def decode_chunk(data: bytes, chunk: WalChunkIndex, *, source: str) -> pa.Record
         batch.validate(full=True)
     except _DECODE_ERRORS as e:
         raise CorruptData(f"cannot decode chunk of {chunk.log_id!r}: {e}", source=source) from e
-    if not _required_present(batch):
+    if not required_present(batch):
         raise CorruptData(f"chunk of {chunk.log_id!r} holds nulls where RECORD_SCHEMA allows none", source=source)
     if not _chunk_matches(batch, chunk):
         raise CorruptData(f"chunk of {chunk.log_id!r} disagrees with the WAL index", source=source)
     return batch
-
-
-def _required_present(batch: pa.RecordBatch) -> bool:
-    """No null offset, timestamp, header or header key: Arrow's IPC reader and ``validate`` do not check a
-    field's nullability, and a null there would reach readers as a record no writer can produce."""
-    if batch.column("offset").null_count or batch.column("timestamp").null_count:
-        return False
-    headers = batch.column("headers")
-    if headers.null_count == len(headers):
-        return True
-    items = headers.flatten()  # the header structs of the non-null lists
-    return int(items.null_count) == 0 and int(items.field("key").null_count) == 0
 
 
 def _chunk_matches(batch: pa.RecordBatch, chunk: WalChunkIndex) -> bool:

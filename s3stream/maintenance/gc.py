@@ -11,11 +11,15 @@ Never earlier than allowed, and never trusting LIST alone for what is referenced
   manifest (loaded by probing) still points its WAL cursor at or before it with those records unsealed.
   An unneeded one is deleted once older than ``orphan_min_age_ms`` (a reader that still holds an older
   view gets NoSuchKey, re-reads the manifest and continues from the sealed segment). The newest object
-  of each namespace is always kept: it is the fence floor (see :mod:`s3stream.write.node`).
+  of each namespace is always kept: it is the fence floor (see :mod:`s3stream.write.node`). An upload that
+  landed above a fence of its own epoch is never read (``walscan.fenced_upload``) and goes regardless of its
+  chunks; the fence goes only after the uploads it voids (without it they would read as data again).
 * **Abandoned job directories** (``_spark/jobs/{id}/``, :data:`s3stream.base.layout.JOBS_PREFIX`): a
   running job re-PUTs its heartbeat there every ``JOB_HEARTBEAT_INTERVAL_MS`` and deletes the directory
   when it ends; one whose newest object is older than ``JOB_ABANDONED_AFTER_MS`` (and
-  ``orphan_min_age_ms``) belongs to a job that crashed, and is deleted whole.
+  ``orphan_min_age_ms``) belongs to a job that crashed, and its job objects are deleted: only keys of the
+  job layout (``heartbeat``, ``maps/{topic_id}-{partition}.arrow``), so a store nested under the jobs
+  directory (its prefix ``<this store>/_spark/jobs``) is never taken for abandoned jobs.
 """
 
 from __future__ import annotations
@@ -28,10 +32,12 @@ from typing import TYPE_CHECKING
 from s3stream.base import layout
 from s3stream.base.errors import CorruptData, ObjectNotFound, S3StreamError
 from s3stream.base.topic_config import TopicConfig
+from s3stream.format.walobject import WalObjectIndex
 from s3stream.manifest.gc import collect_log_garbage
 from s3stream.manifest.model import Manifest
 from s3stream.manifest.topicdoc import TopicDoc
 from s3stream.manifest.versioned import manifest_store
+from s3stream.read.walscan import fenced_upload
 
 if TYPE_CHECKING:
     from s3stream.engine.runtime import Runtime
@@ -131,21 +137,34 @@ def _collect_wal_objects(rt: Runtime, live: dict[str, TopicDoc], now: int, repor
     manifests: dict[str, Manifest | None] = {}
     for node_id, objects in namespaces.items():
         objects.sort()
-        for seq, key, modified_ms in objects[:-1]:  # the newest is the fence floor: always kept
-            if now - modified_ms < rt.settings.orphan_min_age_ms:
-                continue
+        indexes: dict[int, WalObjectIndex] = {}
+        for seq, key, _ in objects:
             try:
-                index = rt.walindex.get(key)
+                indexes[seq] = rt.walindex.get(key)
             except ObjectNotFound:
                 continue
             except CorruptData as exc:
                 log.error("WAL object %s is corrupt; kept for inspection: %s", key, exc)
+        fences = sorted(seq for seq, index in indexes.items() if index.fence)
+        void = {seq for seq, index in indexes.items() if fenced_upload(index, seq, fences)}
+        old = {seq: key for seq, key, modified_ms in objects[:-1]  # the newest is the fence floor: always kept
+               if seq in indexes and now - modified_ms >= rt.settings.orphan_min_age_ms}
+        uploads = [seq for seq in old if seq in void]  # landed after a fence of their epoch: never read
+        gone = set(uploads)
+        rest = []
+        for seq in sorted(set(old) - gone):
+            index = indexes[seq]
+            if index.fence:
+                # a fence is what voids the uploads of its epoch that landed above it: it goes after them
+                if any(v not in gone and fenced_upload(indexes[v], v, [seq]) for v in void):
+                    continue
+            elif _wal_object_needed(rt, live, manifests, node_id, seq, index.chunks):
                 continue
-            if _wal_object_needed(rt, live, manifests, node_id, seq, index.chunks):
-                continue
-            report.deleted["wal_object"].append(key)
+            rest.append(seq)
+        for seq in [*uploads, *rest]:
+            report.deleted["wal_object"].append(old[seq])
             if not report.dry_run:
-                rt.objstore.delete(key)
+                rt.objstore.delete(old[seq])
 
 
 def _collect_abandoned_jobs(rt: Runtime, now: int, report: GarbageReport) -> None:
@@ -153,7 +172,7 @@ def _collect_abandoned_jobs(rt: Runtime, now: int, report: GarbageReport) -> Non
     grace = max(rt.settings.orphan_min_age_ms, layout.JOB_ABANDONED_AFTER_MS)
     jobs: dict[str, list[tuple[str, int]]] = defaultdict(list)
     for entry in rt.objstore.list(layout.JOBS_PREFIX):
-        job_id = layout.parse_job_id(entry.key)
+        job_id = layout.parse_job_key(entry.key)  # only the job layout's keys: never a nested store's
         if job_id is not None:
             jobs[job_id].append((entry.key, entry.last_modified_ms))
     for objects in jobs.values():

@@ -61,6 +61,9 @@ class TopicCatalog:
         self._index: VersionedStore[TopicIndex] = topic_index_store(store, clock=clock, ids=ids)
 
     def versions(self, name: str) -> VersionedStore[TopicDoc]:
+        """The versioned documents of ``name``; InvalidTopic for a name Kafka's rules refuse (checked
+        before the name reaches a cache: a list or dict there would be a TypeError)."""
+        validate_topic_name(name)
         with self._lock:
             vs = self._vstores.get(name)
             if vs is None:
@@ -73,7 +76,8 @@ class TopicCatalog:
             self._docs[name] = (doc, self._clock.monotonic())
 
     def load(self, name: str, *, refresh: bool = False) -> TopicDoc | None:
-        """The latest document of ``name`` (deleted ones included), or None."""
+        """The latest document of ``name`` (deleted ones included), or None; InvalidTopic for an invalid name."""
+        validate_topic_name(name)
         with self._lock:
             hit = self._docs.get(name)
         if hit is not None and not refresh and self._clock.monotonic() - hit[1] < self._refresh_s:

@@ -93,6 +93,18 @@ def _no_constants(name: str) -> NoReturn:
     raise FieldError(f"non-finite number {name}")
 
 
+def _encodable(text: str) -> bool:
+    """Whether ``text`` encodes as UTF-8: JSON's ``\\ud800`` escape decodes to a lone surrogate, which
+    no UTF-8 byte string holds (the next encode of the document, or the key reaching a store, would fail)."""
+    if text.isascii():
+        return True
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 class Fields:
     """Typed, exhaustive access to one decoded JSON object: each getter checks presence and type."""
 
@@ -124,6 +136,8 @@ class Fields:
         value = self._get(name)
         if not isinstance(value, str) or (not allow_empty and not value):
             raise FieldError(f"{self._where}.{name} must be a{'' if allow_empty else ' non-empty'} string")
+        if not _encodable(value):
+            raise FieldError(f"{self._where}.{name} is not valid Unicode (a lone surrogate)")
         return value
 
     def flag(self, name: str) -> bool:
@@ -149,6 +163,8 @@ class Fields:
         value = self._get(name)
         if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
             raise FieldError(f"{self._where}.{name} must be an object of strings")
+        if not all(_encodable(k) and _encodable(v) for k, v in value.items()):
+            raise FieldError(f"{self._where}.{name} holds a string that is not valid Unicode (a lone surrogate)")
         return value
 
     def finish(self) -> None:

@@ -19,7 +19,8 @@ Invariants:
   endpoint with no credentials found, nothing is invented: :class:`StoreAccessError`. Error messages
   name the endpoint and bucket, never a credential (and are scrubbed of the secret key regardless). An
   ``endpoint_url`` carrying ``user:password@`` is refused before botocore (whose debug log prints it)
-  sees it.
+  sees it. botocore's DEBUG logs are filtered (:mod:`s3stream.objectstore.s3redact`): the secret key,
+  the session token and request signatures print as ``***``.
 * Opening fails fast: :meth:`S3ObjectStore.check_access` (one LIST, short connect timeout, three
   attempts) tells a closed port or rejected credentials in seconds, as :class:`StoreAccessError`;
   normal operation keeps ``max_attempts`` and its timeouts, to ride through a server restart.
@@ -67,6 +68,7 @@ from s3stream.objectstore.retry import (
     retry_call,
 )
 from s3stream.objectstore.s3body import read_body, read_body_pooled
+from s3stream.objectstore.s3redact import install_redaction
 from s3stream.objectstore.upload import PartedUpload
 
 if TYPE_CHECKING:
@@ -154,6 +156,7 @@ class S3ObjectStore:
         if creds is not None:
             frozen = creds.get_frozen_credentials()
             secrets = tuple(s for s in (frozen.secret_key, frozen.token) if s)
+        install_redaction(secrets)  # botocore's DEBUG logs print the token and signatures otherwise
         config = Config(
             region_name=session.region_name or "us-east-1",
             # botocore's "max_attempts" counts RETRIES (1 would still retry once): total_max_attempts=1

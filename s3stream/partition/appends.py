@@ -40,7 +40,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from s3stream.base.errors import InternalError, S3StreamError
+from s3stream.base.errors import Fenced, InternalError, S3StreamError
 from s3stream.base.futures import settle
 from s3stream.base.producer import ProducerAppend
 from s3stream.base.records import AppendResult
@@ -360,8 +360,17 @@ class Appender:
         return seq
 
     def _acked(self, group: Sequence[_Queued], done: Future[int], node: NodeRuntime) -> None:
-        """Resolve the futures of ``group`` (runs on the WAL's or the flush pipeline's thread: no blocking)."""
+        """Resolve the futures of ``group`` (runs on the WAL's or the flush pipeline's thread: no blocking).
+
+        An ``ack=wal`` group whose entry became durable only after the node learned it was fenced is not
+        acknowledged: a fenced node acknowledges nothing more, since on a partition the new writer took over
+        the records are replaced (they reach the bucket only if the partition is still this node's when it
+        restarts, as for any append that failed)."""
         error = done.exception()
+        if error is None and not group[0].ack_s3 and node.uploader.fenced:
+            error = Fenced(f"node {node.node_id} was fenced by another process before this append to {self.log_id} "
+                           "was durable in its local WAL: not acknowledged (a partition another node took over "
+                           "gets the offsets of its records)")
         if error is not None:
             if isinstance(error, WalError):
                 error = append_failed(node, error)

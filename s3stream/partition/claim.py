@@ -4,10 +4,13 @@ Cases, decided from the latest manifest:
 
 * never written, or last written by this node (a restart reusing its WAL directory): claim the next
   writer epoch; this node's WAL objects from the manifest's cursor on still hold the unsealed records.
-* written by another node: fence that node's WAL namespace first (so it can commit nothing more and
-  stops), read the unsealed records it left in its WAL objects, seal them into segments (split at the
-  roll offsets it recorded), and commit those segments together with the new writer epoch and a cursor
-  into this node's namespace — one manifest commit, so no acknowledged record is lost or duplicated.
+* written by another node: write a claim entry into this node's local WAL (durable first: entries of the
+  log this node wrote in an earlier epoch, before that node took it over, are void for recovery; those
+  still buffered are never uploaded), fence
+  that node's WAL namespace (so it can commit nothing more and stops), read the unsealed records it left
+  in its WAL objects, seal them into segments (split at the roll offsets it recorded), and commit those
+  segments together with the new writer epoch and a cursor into this node's namespace — one manifest
+  commit, so no acknowledged record is lost or duplicated.
   The same commit records the idempotent producers' state as of the adopted end: the manifest's snapshot
   plus the producer batches the fenced node's WAL objects list, so its producers' retries stay deduplicated.
 
@@ -25,7 +28,7 @@ from typing import TYPE_CHECKING, Protocol
 import pyarrow as pa
 
 from s3stream.base import layout
-from s3stream.base.errors import CommitConflict, PreconditionFailed
+from s3stream.base.errors import CommitConflict, Fenced, PreconditionFailed
 from s3stream.base.producer import ProducerAppend, ProducerSnapshot, ProducerStateTable
 from s3stream.format.walobject import WalObjectIndex, encode_fence_object
 from s3stream.manifest.intents import Intent, add_segment, claim_writer, compose, set_producers, set_wal_cursor
@@ -89,6 +92,11 @@ def _claim_once(plog: Claimable, node: NodeRuntime) -> Claimed:
     adopted: list[SegmentRef] = []
     producers: list[Intent] = []
     if m.wal is not None and m.wal.node_id != node.node_id:
+        # what this node wrote in an earlier epoch, before that node took the log over, is stale: never replayed
+        # from the local WAL, never uploaded from the buffer
+        node.void_local_entries(plog.log_id, m.next_offset)
+        node.uploader.discard(plog.log_id, Fenced(f"{plog.log_id} was taken over by node {m.wal.node_id} before "
+                                                  f"this append of node {node.node_id} was uploaded"))
         claim_namespace(rt.objstore, m.wal.node_id, clock=rt.clock)
         adopted, foreign = _seal_foreign(rt, plog, m, m.wal)
         if adopted:
@@ -153,18 +161,24 @@ def plug_holes(store: ObjectStore, walindex: WalIndexCache, cursor: WalCursor,
     A hole plug that loses the race means the object landed: the namespace is listed again.
     """
     objects = walindex.scan(cursor)
-    seqs = {seq for _, seq, _ in objects}
-    top = max(seqs, default=cursor.from_seq)
-    raced = False
-    for seq in range(cursor.from_seq, top):
-        if seq in seqs or any(index.committed_before(seq) for _, _, index in objects):
-            continue
-        body = encode_fence_object(node_id=cursor.node_id, seq=seq, created_ms=now_ms, hole=True)
-        try:
-            store.put(layout.wal_key(cursor.node_id, seq), body, if_none_match=True)
-        except PreconditionFailed:
-            raced = True
-    return walindex.scan(cursor, relist=True) if raced else objects
+    for _ in range(_MAX_ATTEMPTS):
+        seqs = {seq for _, seq, _ in objects}
+        top = max(seqs, default=cursor.from_seq)
+        raced = False
+        for seq in range(cursor.from_seq, top):
+            if seq in seqs or any(index.committed_before(seq) for _, _, index in objects):
+                continue
+            body = encode_fence_object(node_id=cursor.node_id, seq=seq, created_ms=now_ms, hole=True)
+            try:
+                store.put(layout.wal_key(cursor.node_id, seq), body, if_none_match=True)
+            except PreconditionFailed:
+                raced = True
+        if not raced:
+            return objects
+        # the object landed, or the store reported a conflict for a put that did not happen: list again,
+        # and plug what is still free (a hole left open would let the fenced node's upload land in it)
+        objects = walindex.scan(cursor, relist=True)
+    raise CommitConflict(f"could not plug the holes of WAL namespace {cursor.node_id}: too much contention")
 
 
 def _peek_first_ts(tables: Iterator[pa.Table]) -> tuple[int, Iterator[pa.Table]]:

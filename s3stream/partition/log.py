@@ -312,7 +312,9 @@ class PartitionLog:
         partition as writer, seals what was appended before, then adds every staged segment in order in
         ONE manifest commit, with ``offset_delta`` = its assigned base. ``marker=(writer_id, batch_id)``
         makes replays no-ops: the commit records the batch id, and a batch id at or below the recorded one
-        publishes nothing and returns None.
+        publishes nothing and returns None. Before anything is claimed: InvalidArgument unless every item is
+        a StagedSegment whose key is one of this partition's segment keys and whose object exists (one HEAD
+        each), CorruptData when an object's size is not the staged one.
         """
         return publish_segments(self._state, staged, marker, self.roll)
 

@@ -252,7 +252,9 @@ def _headers(col: pa.Array | None, n: int) -> tuple[pa.Array, pa.Array | None]:
                                   f"{exc}") from None
     if col.null_count == n:
         return col, None
-    flat = col.flatten()
+    flat = col.flatten()  # the header structs of the non-null lists
+    if flat.null_count:  # a null header value is Kafka's and stays; a null header is no record's
+        raise InvalidRecord("append_arrow: a header is null (each header is a key and a value)")
     hkeys, hvalues = flat.field("key"), flat.field("value")
     if hkeys.null_count:
         raise InvalidRecord("append_arrow: a header key is null (header keys are strings)")

@@ -18,7 +18,7 @@ import bisect
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future
+from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -27,7 +27,7 @@ import pyarrow.compute as pc
 
 from s3stream.base.records import RECORD_SCHEMA
 from s3stream.format.segment import SegmentReader, row_sizes
-from s3stream.format.segment.ranged import fetch_pool
+from s3stream.format.segment.ranged import fetches
 from s3stream.format.walobject import decode_chunk
 from s3stream.manifest.model import SegmentRef
 from s3stream.objectstore.fetch import ranged_fetch
@@ -90,8 +90,10 @@ class SegmentReaderCache:
     A reader dropped from the cache releases its bytes (cached and in flight), unless a read is using it.
     """
 
-    def __init__(self, store: ObjectStore, *, max_entries: int = 256, block_bytes: int = 1 << 20) -> None:
+    def __init__(self, store: ObjectStore, *, max_entries: int = 256, block_bytes: int = 1 << 20,
+                 executor: Executor | None = None) -> None:
         self._store = store
+        self._executor = executor  # the readers' read-ahead (None: the process-wide fetch pool)
         self._max = max_entries
         self._block = block_bytes
         self._lock = threading.Lock()
@@ -109,7 +111,7 @@ class SegmentReaderCache:
                 return reader
         key = seg.key
         reader = SegmentReader(ranged_fetch(self._store, key), seg.object_size,
-                               source=key, block_bytes=self._block)
+                               source=key, block_bytes=self._block, executor=self._executor)
         dropped: list[SegmentReader] = []
         with self._lock:
             self._cache[key] = reader
@@ -142,7 +144,9 @@ class ChunkCache:
     :meth:`shrink`). The chunk just loaded is kept even beyond the bound, so a prefetch is not wasted.
     """
 
-    def __init__(self, store: ObjectStore, *, max_bytes: int = 64 << 20, room: Callable[[], int] | None = None) -> None:
+    def __init__(self, store: ObjectStore, *, max_bytes: int = 64 << 20, room: Callable[[], int] | None = None,
+                 executor: Executor | None = None) -> None:
+        self._executor = executor  # prefetches (None: the process-wide fetch pool)
         self._store = store
         self._max = max_bytes
         self._room = room
@@ -180,19 +184,26 @@ class ChunkCache:
 
     def prefetch(self, refs: Sequence[ChunkRef], log_id: str) -> None:
         """Start loading ``refs`` (neither cached nor loading yet) in the background."""
-        pool = fetch_pool()
+        todo: list[tuple[ChunkRef, Future[pa.RecordBatch]]] = []
         with self._lock:
             for ref in refs:
                 ck = (ref.key, log_id)
                 if ck not in self._cache and ck not in self._pending:
-                    self._pending[ck] = pool.submit(self._prefetched, ref, log_id)
+                    todo.append((ref, self._pending.setdefault(ck, Future())))
+        pool = fetches(self._executor)  # submitted unlocked: an inline executor loads at once, taking the lock
+        for ref, future in todo:
+            pool.submit(self._prefetched, ref, log_id, future)
 
-    def _prefetched(self, ref: ChunkRef, log_id: str) -> pa.RecordBatch:
+    def _prefetched(self, ref: ChunkRef, log_id: str, future: Future[pa.RecordBatch]) -> None:
         try:
-            return self._load(ref, log_id)
+            batch = self._load(ref, log_id)
+        except BaseException as exc:  # noqa: BLE001 - a get() waiting for it loads again and meets the error
+            future.set_exception(exc)
+            return
         finally:
             with self._lock:
                 self._pending.pop((ref.key, log_id), None)
+        future.set_result(batch)
 
     def _load(self, ref: ChunkRef, log_id: str) -> pa.RecordBatch:
         ck = (ref.key, log_id)

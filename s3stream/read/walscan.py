@@ -17,6 +17,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 from s3stream.base import layout
+from s3stream.base.clock import Clock
 from s3stream.base.errors import CorruptData, ObjectNotFound
 from s3stream.format.walobject import WalChunkIndex, WalObjectIndex, read_wal_index
 from s3stream.manifest.model import WalCursor
@@ -24,7 +25,7 @@ from s3stream.objectstore.protocol import ByteRange, ObjectStore
 
 _PROBE_LIMIT = 8
 
-__all__ = ["ChunkRef", "WalIndexCache", "contiguous_chunks"]
+__all__ = ["ChunkRef", "WalIndexCache", "contiguous_chunks", "fenced_upload"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,9 +40,15 @@ class ChunkRef:
 class WalIndexCache:
     """Indexes of WAL objects by key (immutable objects, so entries never go stale); LRU-bounded."""
 
-    def __init__(self, store: ObjectStore, *, max_entries: int = 4096) -> None:
+    def __init__(self, store: ObjectStore, *, max_entries: int = 4096, clock: Clock | None = None,
+                 relist_after_s: float | None = None) -> None:
         self._store = store
         self._max = max_entries
+        # what this cache knows of a namespace is complete only while GC cannot have deleted, unseen, an object
+        # above it (GC waits orphan_min_age_ms): older knowledge is listed again instead of probed forward
+        self._clock = clock
+        self._relist_after_s = relist_after_s
+        self._looked_at: dict[str, float] = {}  # node -> when its namespace was last listed or probed
         self._lock = threading.Lock()
         self._cache: OrderedDict[str, WalObjectIndex] = OrderedDict()
         self._namespaces: dict[str, dict[int, str]] = {}   # node -> seq -> key of objects seen
@@ -75,18 +82,28 @@ class WalIndexCache:
 
         The first scan of a namespace LISTs it; later scans reuse what they found and only probe the
         next sequence numbers with HEAD (sequences are dense), so a steady-state scan costs one HEAD
-        that answers 404 and no LIST. Too many new objects fall back to a LIST.
+        that answers 404 and no LIST. Too many new objects fall back to a LIST, and so does knowledge older
+        than ``relist_after_s`` (pacing time): GC may since have deleted an object above what is known
+        (one that held only other partitions' sealed records), and a probe stopping at that gap would take
+        the namespace for ending there, hiding every later object.
         """
         node = cursor.node_id
+        now = None if self._clock is None else self._clock.monotonic()
         with self._lock:
             known = self._namespaces.get(node)
             top = max(known) if known else None
             listed_from = self._listed_from.get(node)
-        if (relist or known is None or top is None or listed_from is None or cursor.from_seq < listed_from
+            looked_at = self._looked_at.get(node)
+        stale = (now is not None and self._relist_after_s is not None
+                 and (looked_at is None or now - looked_at > self._relist_after_s))
+        if (relist or stale or known is None or top is None or listed_from is None or cursor.from_seq < listed_from
                 or cursor.from_seq > top + _PROBE_LIMIT):
             self._list_into(node, cursor.from_seq)
         else:
             self._probe_forward(node, top)
+        if now is not None:
+            with self._lock:
+                self._looked_at[node] = now
         with self._lock:
             found = self._namespaces.get(node, {})
             seqs = sorted(s for s in found if s >= cursor.from_seq)
@@ -112,8 +129,9 @@ class WalIndexCache:
             self._remember(node, seq, e.key)
         with self._lock:
             self._namespaces.setdefault(node, {})
-            previous = self._listed_from.get(node)
-            self._listed_from[node] = from_seq if previous is None else min(previous, from_seq)
+            # complete from ``from_seq`` only: what was known below it may have a gap above its top (objects
+            # this listing did not cover, between an older probe's end and ``from_seq``)
+            self._listed_from[node] = from_seq
 
     def _probe_forward(self, node: str, top: int) -> None:
         seq = top + 1
@@ -151,12 +169,16 @@ def contiguous_chunks(objects: list[tuple[str, int, WalObjectIndex]], log_id: st
     there. If one of those may still be in flight (nothing proves it was committed), the readable range
     ends before it, and so it does where a claiming process plugged a hole its fenced owner left (those
     records were never committed); if every one of them was committed (``WalObjectIndex.committed``),
-    they are gone and the records with them.
+    they are gone and the records with them. An object that landed above a fence of its own epoch (another
+    process fenced the namespace while it was in flight) is skipped: it was never published.
 
     Raises:
         CorruptData: acknowledged records of ``log_id`` are in WAL objects that no longer exist.
     """
     ordered = sorted(objects, key=lambda t: t[1])
+    fences = [seq for _, seq, index in ordered if index.fence]
+    # an upload of a fenced epoch that landed above the fence (several were in flight at once) never counts
+    ordered = [(key, seq, index) for key, seq, index in ordered if not fenced_upload(index, seq, fences)]
     present = {seq for _, seq, index in ordered if not index.hole}
     indexes = [index for _, _, index in ordered]
     last_seen = from_seq - 1
@@ -186,6 +208,21 @@ def contiguous_chunks(objects: list[tuple[str, int, WalObjectIndex]], log_id: st
         expected = chunk.last_offset + 1
         last_seen = seq
     return chunks, tuple(sorted(set(rolls)))
+
+
+def fenced_upload(index: WalObjectIndex, seq: int, fences: list[int]) -> bool:
+    """Whether data object ``seq`` belongs to an epoch of its node that a fence object below it ended.
+
+    A node's epoch starts after its own fence (``committed[0]`` is the epoch's first seq); a later fence, hole
+    plug or close marker at ``F`` ends it. With several uploads in flight, an object of the old epoch above
+    ``F`` may still land after that (its seq was free): it was never published (publication is in seq order
+    and ``F`` is not the node's), so its records are acknowledged by nobody or only from the node's local
+    WAL, which replays them into the next epoch's objects at the same offsets.
+    """
+    if index.fence or index.committed is None:
+        return False
+    first = index.committed[0]
+    return any(first <= fence < seq for fence in fences)
 
 
 def _check_lost(log_id: str, expected: int, found: int, between: range, present: set[int],

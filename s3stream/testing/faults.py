@@ -21,11 +21,13 @@ and the upload is aborted; ``lost_response`` on complete leaves the object in pl
 Determinism: rules are checked in order; every rule that matches a request (and has count left) draws
 exactly one number from the injected :class:`IdSource`, the first draw under its rate fires. So a given
 seed and request sequence inject the same faults every run. :meth:`FaultyObjectStore.set_rules`
-swaps the rules (and resets counts) between the steps of a test. Thread-safe.
+swaps the rules (and resets counts) between the steps of a test; :meth:`FaultyObjectStore.paused` injects
+nothing (and draws nothing) for a while. Thread-safe.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -93,6 +95,7 @@ class FaultyObjectStore:
         self._rules: list[FaultRule] = []
         self._left: list[int | None] = []
         self._injected: dict[str, int] = {}
+        self._paused = 0
         self.set_rules(rules or [])
 
     @property
@@ -110,6 +113,18 @@ class FaultyObjectStore:
             self._rules = list(rules)
             self._left = [r.count for r in self._rules]
 
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        """No fault is injected (and no number drawn) inside: a simulation's auditor reads through the store it
+        audits without changing what the rules inject afterwards (their counts are kept)."""
+        with self._lock:
+            self._paused += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._paused -= 1
+
     def injected(self) -> dict[str, int]:
         """How many faults of each kind were injected so far."""
         with self._lock:
@@ -118,6 +133,8 @@ class FaultyObjectStore:
     def _decide(self, op: str, key: str) -> str | None:
         """The fault kind to inject into this request, or None."""
         with self._lock:
+            if self._paused:
+                return None
             for i, rule in enumerate(self._rules):
                 left = self._left[i]
                 if (left is not None and left <= 0) or not rule.matches(op, key):

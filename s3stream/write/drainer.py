@@ -9,7 +9,7 @@ with appends queued or a round running, so a flush or a close can wait until eve
 The drainer knows its partitions only as :class:`Drainable` (this layer never imports the partitions).
 Without a thread (``background=manual``) requested partitions wait in the queue until someone calls
 :meth:`AppendDrainer.step`, the same round the thread runs; :meth:`wait_idle` and :meth:`close` then step
-inline.
+inline, the local WAL's writes and fsyncs too (``disk_step``: a round waiting for a fsync goes on after it).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Protocol
 
 from s3stream.base.clock import Clock
@@ -39,9 +40,11 @@ class Drainable(Protocol):
 class AppendDrainer:
     """Runs queued drains on one thread (started on first use); counts the drains in progress anywhere."""
 
-    def __init__(self, name: str, clock: Clock, *, background: bool = True) -> None:
+    def __init__(self, name: str, clock: Clock, *, background: bool = True,
+                 disk_step: Callable[[], bool] | None = None) -> None:
         self._name = name
         self._background = background
+        self._disk_step = disk_step  # manual mode: one write or fsync of the local WAL (False: none due)
         self._clock = clock
         self._cond = threading.Condition()
         self._queue: OrderedDict[str, Drainable] = OrderedDict()
@@ -83,14 +86,15 @@ class AppendDrainer:
                 remaining = None if deadline is None else deadline - self._clock.monotonic()
                 if remaining is not None and remaining <= 0:
                     return False
-                if not self._background and self._queue:  # manual mode: this thread is the drainer
+                if not self._background:  # manual mode: this thread is the drainer, and the disk
                     self._cond.release()
                     try:
-                        self.step()
+                        progressed = self.step() or (self._disk_step is not None and self._disk_step())
                     finally:
                         self._cond.acquire()
-                    continue
-                self._cond.wait(0.1 if remaining is None else min(0.1, remaining))  # (manual: for an fsync)
+                    if progressed:
+                        continue
+                self._cond.wait(0.1 if remaining is None else min(0.1, remaining))
         return True
 
     def close(self, timeout_s: float) -> None:

@@ -20,22 +20,36 @@ import logging
 import os
 import threading
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from s3stream.base.errors import Closed, LocalWalCorrupt, LocalWalFull, LocalWalUnavailable, S3StreamError
 from s3stream.base.settings import StoreSettings
-from wal import QuarantineReport, WalClosed, WalCorrupt, WalError, WalFull, WalLocked, WalWriter, quarantine
+from wal import (
+    QuarantineReport,
+    WalClosed,
+    WalCorrupt,
+    WalError,
+    WalFull,
+    WalLocked,
+    WalStorage,
+    WalWriter,
+    quarantine,
+)
 
 if TYPE_CHECKING:
     from s3stream.write.context import StoreContext
     from s3stream.write.uploader import Uploader
 
-__all__ = ["WalNode", "WalResumer", "append_failed", "open_wal", "quarantine_wal", "wal_error", "wal_errors"]
+__all__ = ["WalNode", "WalResumer", "WalStorageFactory", "append_failed", "open_wal", "quarantine_wal", "wal_error",
+           "wal_errors"]
 
 log = logging.getLogger(__name__)
+
+#: Makes the WalStorage of a node's WAL directory (``open_store(wal_storage=...)``; a simulation's faulty disk).
+WalStorageFactory = Callable[[Path], WalStorage]
 
 _DAMAGE_DOC = "docs/operations.md, 'The local WAL is damaged'"
 _NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
@@ -56,11 +70,20 @@ class WalNode(Protocol):
     def ctx(self) -> StoreContext: ...
 
 
-def open_wal(path: Path, settings: StoreSettings) -> WalWriter:
-    """Open (recovering) the node's WAL in ``path``; ``WalLocked`` passes through (try another directory)."""
+def open_wal(path: Path, settings: StoreSettings, storage: WalStorageFactory | None = None) -> WalWriter:
+    """Open (recovering) the node's WAL in ``path``; ``WalLocked`` passes through (try another directory).
+
+    With ``background=manual`` the writer starts no thread: the engine's steps write and sync it (the disk
+    as a step, for a deterministic run). ``storage`` makes the :class:`~wal.storage.WalStorage` of the
+    directory (a fault-injecting one in a simulation); the file storage by default.
+    """
+    threads = settings.background == "threads"
     try:
+        if storage is not None:
+            return WalWriter(storage=storage(path), file_bytes=settings.wal_file_bytes, fsync=settings.wal_fsync,
+                             threads=threads)
         return WalWriter(path, file_bytes=settings.wal_file_bytes, fsync=settings.wal_fsync,
-                         recycle=settings.wal_recycle)
+                         recycle=settings.wal_recycle, threads=threads)
     except WalLocked:
         raise
     except WalError as exc:

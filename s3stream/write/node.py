@@ -90,7 +90,10 @@ def claim_namespace(store: ObjectStore, node_id: str, *, clock: Clock) -> int:
     """Fence every older user of ``node_id``'s namespace; return the fence seq (the node's epoch).
 
     The caller's first WAL object uses ``fence + 1``. Losing a race to the fence key means someone
-    wrote there in between: re-probe and fence above it.
+    wrote there in between: re-probe and fence above it. A 412 or 409 with nothing at the key (a conflict
+    the store reported for a write that did not happen) makes the probe find ``seq`` free, and the fence
+    goes there again: fencing above a free seq would leave it to the zombie, whose upload could land there
+    after a takeover read the namespace.
     """
     seq = latest_wal_seq(store, node_id) + 1
     for _ in range(_MAX_FENCE_ATTEMPTS):
@@ -98,7 +101,7 @@ def claim_namespace(store: ObjectStore, node_id: str, *, clock: Clock) -> int:
         try:
             store.put(layout.wal_key(node_id, seq), body, if_none_match=True)
         except PreconditionFailed:
-            seq = latest_wal_seq(store, node_id, after=seq) + 1
+            seq = latest_wal_seq(store, node_id, after=seq - 1) + 1
             continue
         log.debug("claimed WAL namespace %s at fence seq %d", node_id, seq)
         return seq

@@ -14,11 +14,12 @@ from typing import Any, Protocol
 
 from s3stream.base import layout
 from s3stream.base.errors import PreconditionFailed
+from s3stream.format.walentry import ClaimEntry, encode_entry
 from s3stream.format.walobject import encode_fence_object
 from s3stream.read.walscan import ChunkRef
 from s3stream.write.context import StoreContext
 from s3stream.write.drainer import AppendDrainer
-from s3stream.write.localwal import WalResumer
+from s3stream.write.localwal import WalResumer, append_failed
 from s3stream.write.uploader import BufferedAppend, FlushedObject, Uploader
 from wal import WalError, WalWriter
 
@@ -53,7 +54,8 @@ class NodeRuntime:
         s = ctx.settings
         background = s.background == "threads"  # manual: no thread of ours; the caller runs the steps
         # writes queued appends (s3stream.write.drainer)
-        self.drainer = AppendDrainer(node_id, ctx.clock, background=background)
+        self.drainer = AppendDrainer(node_id, ctx.clock, background=background,
+                                     disk_step=None if wal.threaded else wal.step)
         self._logs: dict[str, NodeLog] = {}
         self._logs_lock = threading.Lock()
         self.uploader = Uploader(ctx.objstore, node_id=node_id, first_seq=fence_seq + 1,
@@ -71,13 +73,27 @@ class NodeRuntime:
             self.drainer.wait_idle()
 
     def settle_inline(self, future: Future[Any], *, ack_s3: bool) -> None:
-        """With ``background=manual``: run the steps a blocking append waits for, here (the drain round; for
-        ``ack=s3`` the flush too); the WAL's fsync thread does the rest."""
+        """With ``background=manual``: run the steps a blocking append waits for, here (the drain round, the
+        local WAL's write and fsync; for ``ack=s3`` the flush too)."""
         if future.done() or self.ctx.settings.background != "manual":
             return
         self.drainer.wait_idle()
-        if ack_s3 and not future.done():
-            self.uploader.flush()
+        if ack_s3:
+            self.uploader.settle(future)
+        elif not self.wal.threaded:
+            while not future.done() and self.wal.step():
+                pass
+
+    def void_local_entries(self, log_id: str, base_offset: int) -> None:
+        """Before this node takes ``log_id`` over from another node (whose records end at ``base_offset``): a claim
+        entry in the local WAL, durable before the claim commits, so that no recovery replays the entries of the
+        log this node wrote in an earlier epoch (the other node has written those offsets since: replaying them
+        would refuse the open, or worse, bring records back over acknowledged ones)."""
+        payload = encode_entry(ClaimEntry(log_id, base_offset))
+        try:
+            self.wal.append(payload)
+        except WalError as exc:
+            raise append_failed(self, exc) from exc
 
     def register(self, plog: NodeLog) -> None:
         with self._logs_lock:

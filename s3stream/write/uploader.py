@@ -24,7 +24,8 @@ object is published, or fails with :class:`StoreUnavailable` when that has not h
 appends are refused up front by :meth:`check_available`, so a long outage does not pile up retried appends.
 
 The flush thread only schedules :meth:`Uploader.step` (with ``background=manual`` the caller runs it, uploading
-inline); one object's PUT and its retries are :mod:`s3stream.write.walput`.
+inline, one PUT attempt per step: a failed attempt leaves the object in flight, and a later step retries it once
+its backoff is over); one object's PUT and its retries are :mod:`s3stream.write.walput`.
 """
 
 from __future__ import annotations
@@ -68,6 +69,8 @@ class BufferedAppend:
     future: concurrent.futures.Future[int] | None = None
     deadline: float = 0.0  # when ``future`` gives up (set by ``add``)
     producers: tuple[ProducerAppend, ...] = ()  # idempotent producers' batches in ``batch``
+    #: written in an epoch of its log that another node ended (:meth:`Uploader.discard`): never uploaded
+    stale: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +89,11 @@ class _InFlight:
     items: list[BufferedAppend]
     nbytes: int
     future: concurrent.futures.Future[FlushedObject]
+    # without an upload pool (manual mode) an object is PUT one attempt per step: its key, bytes and index
+    # once encoded (every retry sends the same), the failed attempts so far, and when the next one is due
+    encoded: tuple[str, bytes, WalObjectIndex] | None = None
+    failures: int = 0
+    retry_at: float = 0.0
 
 
 @dataclass(slots=True)
@@ -179,6 +187,12 @@ class Uploader:
         with self._cond:
             return self._buf.nbytes + self._inflight_bytes
 
+    @property
+    def fenced(self) -> bool:
+        """Whether another process fenced this node (its uploads stopped for good: see :class:`Fenced`)."""
+        with self._cond:
+            return isinstance(self._failed, Fenced)
+
     def check(self) -> None:
         """Raise the error that stopped this node (Fenced, Closed), if any."""
         with self._cond:
@@ -258,6 +272,19 @@ class Uploader:
                 # the interval, not for its idle poll (which would delay ack=s3 appends by up to 0.5 s)
                 self._cond.notify_all()
 
+    def discard(self, log_id: str, error: S3StreamError) -> int:
+        """Never upload the buffered appends of ``log_id`` not cut into a WAL object yet: this node takes the log
+        back from another node, which took it over after they were written (their offsets are that node's now,
+        and the new ones start where it stopped). Their ``ack=s3`` futures fail with ``error``; they keep their
+        places in the buffer (a WAL object holds no chunk of them). Returns how many were dropped."""
+        with self._cond:
+            dropped = [i for i in self._buf.items if i.log_id == log_id and not i.stale]
+            for item in dropped:
+                item.stale = True
+        for item in dropped:
+            settle(item.future, error=error)
+        return len(dropped)
+
     def flush(self, timeout_s: float | None = None) -> None:
         """Flush everything added so far and wait until it is committed in the bucket."""
         with self._cond:
@@ -274,12 +301,40 @@ class Uploader:
                 if not self._background:  # manual mode: this thread is the flush thread
                     self._cond.release()
                     try:
-                        progressed = self.step()
+                        progressed = self._step_or_pass_time()
                     finally:
                         self._cond.acquire()
                     if progressed:
                         continue
                 self._cond.wait(0.1 if remaining is None else min(0.1, remaining))
+
+    def settle(self, future: concurrent.futures.Future[int] | concurrent.futures.Future[object]) -> None:
+        """Manual mode: step until ``future`` (an ``ack=s3`` append's) is done: everything buffered is due now,
+        and pacing time passes to the next retry or deadline when no step is (so an outage ends the wait with
+        ``StoreUnavailable`` after ``max_block_ms``, as the flush thread would)."""
+        with self._cond:
+            self._flush_target = max(self._flush_target, self._added)
+        while not future.done() and self._step_or_pass_time():
+            pass
+
+    def _step_or_pass_time(self) -> bool:
+        """Manual mode: :meth:`step`; when nothing was due, let pacing time pass until the next thing is (a
+        retry's backoff, an ``ack=s3`` deadline, the flush interval). False when nothing is pending at all."""
+        if self.step():
+            return True
+        with self._cond:
+            if self._failed is not None:
+                return False
+            due = [f.retry_at for f in self._inflight if f.failures and not f.future.done()]
+            due.extend(i.deadline for i in self._awaiting if i.future is not None and not i.future.done())
+            if self._buf.first_at is not None and len(self._inflight) < self._concurrency:
+                due.append(self._buf.first_at + self._interval_s)  # (with every slot busy: a retry comes first)
+        if not due:
+            return False
+        wait_s = min(due) - self._clock.monotonic()
+        if wait_s > 0:
+            self._clock.wait(self._stop, wait_s)
+        return True
 
     def _check_locked_allow_closing(self) -> None:
         if self._failed is not None:
@@ -303,7 +358,7 @@ class Uploader:
             self._stop.set()
             if self._thread is not None:
                 self._thread.join(timeout_s)
-            else:  # manual mode: what the flush thread would still cut at close (it fails: the node stops)
+            else:  # manual mode: what the flush thread would still cut or retry at close (it fails: the node stops)
                 while self.step():
                     pass
             if self._pool is not None:
@@ -338,22 +393,53 @@ class Uploader:
         free) or the node closes, and upload it: in the pool (published when done), or without one (manual
         mode) here, published before this returns. True when it did something."""
         with self._cond:
-            if self._failed is not None or (self._closing and not self._buf.items):
+            retry = None if self._background else self._retry_due_locked()
+            if self._failed is not None or (self._closing and not self._buf.items and retry is None):
                 return False
             expired = self._expired_locked() if self._awaiting else []
-            flight = self._cut_locked() if self._buf.items and (self._closing or (
+            flight = self._cut_locked() if retry is None and self._buf.items and (self._closing or (
                 self._due() and len(self._inflight) < self._concurrency)) else None
         for item in expired:
             self._give_up(item)
-        if flight is not None:
+        if retry is not None:
+            self._attempt(retry)
+        elif flight is not None:
             flight.future.add_done_callback(self._on_upload_done)
             if self._pool is not None:
                 job = self._pool.submit(self._upload_into, flight)
                 # cancelled by close(): its object fails publication (the node stops), as the pool's own would
                 job.add_done_callback(lambda done: done.cancelled() and flight.future.cancel())
-            else:
-                self._upload_into(flight)  # the done callback publishes it, in this thread
-        return bool(expired) or flight is not None
+            elif flight.future.set_running_or_notify_cancel():
+                self._attempt(flight)  # its first PUT attempt; when it lands the done callback publishes it, here
+        return bool(expired) or retry is not None or flight is not None
+
+    def _retry_due_locked(self) -> _InFlight | None:
+        """Manual mode: the oldest object whose last PUT attempt failed and whose backoff is over (at close:
+        at once, as a retrying upload thread stops waiting then)."""
+        now = self._clock.monotonic()
+        for f in self._inflight:
+            if f.failures and not f.future.done() and (self._closing or f.retry_at <= now):
+                return f
+        return None
+
+    def _attempt(self, flight: _InFlight) -> None:
+        """Manual mode: one PUT attempt of ``flight``. Its future settles when the object landed (the done callback
+        publishes it) or failed for good (the node stops); after an outage the next attempt waits for its backoff
+        (:meth:`WalPutter.retry_delay`), made by a later step."""
+        try:
+            if flight.encoded is None:
+                flight.encoded = self._encode(flight.seq, flight.items)
+            key, data, index = flight.encoded
+            outcome = self._putter.attempt(flight.seq, key, data)
+            if outcome is not True:
+                flight.failures += 1
+                flight.retry_at = self._clock.monotonic() + self._putter.retry_delay(flight.failures, outcome, key)
+                return
+            self._crash.hit("flush.after_put")
+        except BaseException as exc:  # noqa: BLE001 - the future carries it, as the pool's did
+            flight.future.set_exception(exc)
+            return
+        flight.future.set_result(FlushedObject(key, flight.seq, index, len(data)))
 
     def _cut_locked(self) -> _InFlight:
         """Cut the next object and give it the next seq (caller holds the lock)."""
@@ -477,14 +563,20 @@ class Uploader:
             log.error("flush of node %s failed; the data stays in the local WAL: %s", self._node_id, exc)
 
     def _upload(self, seq: int, items: list[BufferedAppend]) -> FlushedObject:
-        """Encode and PUT one WAL object (in the upload pool, or in :meth:`step` in manual mode)."""
-        key = layout.wal_key(self._node_id, seq)
-        data, index = encode_wal_object(node_id=self._node_id, seq=seq, created_ms=self._clock.now_ms(),
-                                        chunks=wal_chunks([(i.log_id, i.batch, i.rolls, i.producers) for i in items]),
-                                        committed=(self._first_seq, self.lowest_unpublished_seq))
-        self._crash.hit("flush.before_put")
+        """Encode and PUT one WAL object until it lands (in the upload pool; manual mode: :meth:`_attempt`)."""
+        key, data, index = self._encode(seq, items)
         self._putter.put_until_landed(seq, key, data)
         self._crash.hit("flush.after_put")
         return FlushedObject(key, seq, index, len(data))
+
+    def _encode(self, seq: int, items: list[BufferedAppend]) -> tuple[str, bytes, WalObjectIndex]:
+        """One WAL object's key, bytes and index (encoded once: every attempt PUTs the same bytes)."""
+        key = layout.wal_key(self._node_id, seq)
+        data, index = encode_wal_object(node_id=self._node_id, seq=seq, created_ms=self._clock.now_ms(),
+                                        chunks=wal_chunks([(i.log_id, i.batch, i.rolls, i.producers)
+                                                           for i in items if not i.stale]),
+                                        committed=(self._first_seq, self.lowest_unpublished_seq))
+        self._crash.hit("flush.before_put")
+        return key, data, index
 
 

@@ -1,7 +1,9 @@
 """Putting one WAL object until it lands: put-if-absent, fence detection, outage retries with backoff.
 
 The flush pipeline (:mod:`s3stream.write.uploader`) cuts and publishes WAL objects; this module owns what
-happens between: the PUT of one object's bytes under its sequence number. Only a fence (another process owns
+happens between: the PUT of one object's bytes under its sequence number, as one attempt at a time
+(:meth:`WalPutter.attempt`, :meth:`WalPutter.retry_delay`: what a simulation steps) or until it lands
+(:meth:`WalPutter.put_until_landed`: what an upload thread runs). Only a fence (another process owns
 the namespace) or the node stopping ends the retries; every other failure is an *outage*, retried as the same
 seq with the same bytes (sequence numbers are dense: a skipped one would be a hole in the namespace) with
 capped exponential backoff and jitter from the injected ids. Its failure bookkeeping (since when, last error)
@@ -71,25 +73,40 @@ class WalPutter:
         """PUT put-if-absent until the object lands; only a fence (or the node stopping) ends the retries."""
         failures = 0
         while True:
-            error: S3StreamError | None = None
-            try:
-                self._check_not_overtaken(seq)
-                if self._put_if_absent(key, data):
-                    self._note_landed(len(data))
-                    return
-            except S3StreamError as exc:
-                if not is_outage(exc):
-                    raise
-                error = exc
-                self._note_failure(exc)
+            outcome = self.attempt(seq, key, data)
+            if outcome is True:
+                return
             failures += 1
-            if self._stopping():  # close() gave up on flushing, or the node stopped: the local WAL keeps the data
-                raise error if error is not None else Closed(f"node {self._node_id} stopped before {key} landed")
-            delay = min(self._backoff_max_s, self._backoff_s * 2.0 ** min(failures - 1, 30))
-            delay *= self._ids.uniform(0.5, 1.0)
-            log.warning("WAL object PUT %s failed (%s); retry %d in %.2fs", key,
-                        error or "a spurious 412/409 on a free key", failures, delay)
-            self._clock.wait(self._stop, delay)
+            self._clock.wait(self._stop, self.retry_delay(failures, outcome, key))
+
+    def attempt(self, seq: int, key: str, data: bytes) -> bool | S3StreamError:
+        """One put-if-absent of the object: True when it landed (now or in an earlier attempt whose response
+        was lost), else the outage error it met (False: a spurious 412/409 on a free key). Raises what is no
+        outage (Fenced, a bug)."""
+        try:
+            self._check_not_overtaken(seq)
+            if self._put_if_absent(key, data):
+                self._note_landed(len(data))
+                return True
+        except S3StreamError as exc:
+            if not is_outage(exc):
+                raise
+            self._note_failure(exc)
+            return exc
+        return False
+
+    def retry_delay(self, failures: int, outcome: bool | S3StreamError, key: str) -> float:
+        """The backoff (pacing seconds) before the next attempt after ``failures`` failed ones, the last with
+        ``outcome``; raises that error instead once the node is closing or stopped (the local WAL keeps the
+        data)."""
+        error = outcome if isinstance(outcome, S3StreamError) else None
+        if self._stopping():
+            raise error if error is not None else Closed(f"node {self._node_id} stopped before {key} landed")
+        delay = min(self._backoff_max_s, self._backoff_s * 2.0 ** min(failures - 1, 30))
+        delay *= self._ids.uniform(0.5, 1.0)
+        log.warning("WAL object PUT %s failed (%s); retry %d in %.2fs", key,
+                    error or "a spurious 412/409 on a free key", failures, delay)
+        return delay
 
     def _put_if_absent(self, key: str, data: bytes) -> bool:
         """One put-if-absent: True when the object is ours in the bucket, False after a spurious 412/409.

@@ -127,3 +127,21 @@ def test_async_arrow_appends_share_rounds_with_record_appends(mem_url: str, tmp_
         for i, res in enumerate(results):
             keys = [r.key for r in got[res.base_offset:res.last_offset + 1]]
             assert keys == ([b"a%d" % i] * 2 if i % 2 else [b"r%d" % i])
+
+
+def test_a_null_header_value_is_kept_a_null_header_or_key_refused(mem_url: str, tmp_path: Path) -> None:
+    """Kafka allows a header without a value (the Kafka server relies on it); a header that is itself null,
+    or has a null key, is no record's, and every read of it would fail."""
+    with open_mem(mem_url, tmp_path) as store:
+        store.create_topic("t")
+        log = store.partition("t", 0)
+        assert log.append_arrow(pa.table({"value": [b"v"], "headers": _headers([[("h", None)]])})) == AppendResult(0, 0)
+        assert log.read_arrow(0).column("headers").to_pylist() == [[{"key": "h", "value": None}]]
+        null_item = pa.array([[None, {"key": "h", "value": b"x"}]], HEADER_TYPE)
+        items = pa.StructArray.from_arrays([pa.array([None], pa.string()), pa.array([b"x"])],
+                                           fields=list(HEADER_TYPE.value_type))
+        null_key = pa.ListArray.from_arrays(pa.array([0, 1], pa.int32()), items, type=HEADER_TYPE)
+        for headers in (null_item, null_key):
+            with pytest.raises(InvalidRecord, match="header"):
+                log.append_arrow(pa.table({"value": [b"w"], "headers": headers}))
+        assert log.log_end_offset == 1

@@ -62,3 +62,12 @@ def test_published_data_survives_a_reopen(mem_url: str, tmp_path: Path) -> None:
     store.close()
     with open_mem(mem_url, tmp_path, wal="other") as again:
         assert [(r.offset, r.key) for r in again.partition("t", 0).read(0)] == [(0, b"k1"), (1, b"k2")]
+
+
+def test_only_this_partitions_segment_keys_are_publishable() -> None:
+    key = layout.segment_key("01jxtopic", 3, 0, "01JX0000000000000000000000")
+    assert layout.is_segment_key(key, "01jxtopic", 3)
+    for other in (layout.segment_key("01jxtopic", 4, 0, "01jx"), layout.segment_key("01jxother", 3, 0, "01jx"),
+                  key + "/x", key.replace("segments/", "segments/../"), "../" + key, key[:-8] + ".wal",
+                  layout.manifest_key("01jxtopic", 3, 1)):
+        assert not layout.is_segment_key(other, "01jxtopic", 3), other

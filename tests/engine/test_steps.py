@@ -1,9 +1,9 @@
 """``background=manual``: the store starts no thread of its own and is driven by step calls from one thread.
 
-Every background activity (append drains, flush + publication, seals, retention, GC, manifest probes) is
-a step the threads run in production; here the test runs them, with a ``ManualClock(pacing="manual")`` and a
-seeded ``IdSource``, checks the outcomes the threaded mode gives, and that the same seed gives the same
-object keys.
+Every background activity (append drains, the local WAL's writes and fsyncs, flush + publication, seals,
+retention, GC, manifest probes) is a step the threads run in production; here the test runs them, with a
+``ManualClock(pacing="manual")`` and a seeded ``IdSource``, checks the outcomes the threaded mode gives, and
+that the same seed gives the same object keys.
 """
 
 from __future__ import annotations
@@ -31,15 +31,9 @@ def _open(tmp: Path, name: str, *, seed: int = 7, **opts: Any) -> tuple[s3stream
     return store, clock
 
 
-#: not the store's: the local WAL's fsync threads (the disk), and the process-wide read fetch pool that
-#: segment reads use for read-ahead (shared by every store in the process; see ``fetch_pool``)
-_NOT_THE_STORES = ("wal-", "s3stream-fetch")
-
-
 def _ours(before: set[threading.Thread]) -> list[str]:
-    """Threads started since ``before`` that the store started."""
-    return sorted(t.name for t in set(threading.enumerate()) - before
-                  if t.is_alive() and not t.name.startswith(_NOT_THE_STORES))
+    """Threads started since ``before`` (the store's: the test starts none)."""
+    return sorted(t.name for t in set(threading.enumerate()) - before if t.is_alive())
 
 
 def _scenario(store: s3stream.Store, clock: ManualClock) -> list[Record]:
@@ -53,7 +47,11 @@ def _scenario(store: s3stream.Store, clock: ManualClock) -> list[Record]:
     assert node is not None
     assert steps.drain()
     assert not steps.drain()
-    assert [f.result(timeout=10).base_offset for f in futures] == [0, 3, 6, 9]  # fsynced (the WAL's thread)
+    assert not any(f.done() for f in futures)  # in the local WAL's queue: not durable yet
+    assert steps.write_wal()
+    assert not any(f.done() for f in futures)  # written, not synced: a crash now may lose it
+    assert steps.sync_wal()
+    assert [f.result(timeout=0).base_offset for f in futures] == [0, 3, 6, 9]  # fsynced, in this thread
     assert node.uploader.puts == 0
     assert not steps.flush()  # not due before flush.interval.ms
     clock.advance(100)
@@ -70,7 +68,8 @@ def _scenario(store: s3stream.Store, clock: ManualClock) -> list[Record]:
     clock.advance(60_000)  # segment.ms: the next append rolls the segment
     rolled = log.append_async(recs(2, start=14))
     assert steps.drain()
-    rolled.result(timeout=10)
+    assert steps.write_wal() and steps.sync_wal()
+    rolled.result(timeout=0)
     assert store.runtime.sealer.pending() == [log.log_id]
     assert [s.sealed for s in log.segments()] == [False, False]
     assert steps.seal()
@@ -100,6 +99,14 @@ def test_a_manual_store_is_driven_by_steps_alone(tmp_path: Path) -> None:
         assert garbage.count() >= 1
         assert [r.offset for r in read_all(log)] == [14, 15]
         assert log.append(recs(1, start=16)).base_offset == 16
+        store.create_topic("c", 1, {"cleanup.policy": "compact", "segment.bytes": "300",
+                                    "min.cleanable.dirty.ratio": "0.01"})
+        compacted = store.partition("c", 0)
+        for i in range(12):
+            compacted.append([Record(b"k%d" % (i % 3), b"v%d" % i)])  # rolls every few records
+        report = store.run_cleaner()  # its scans, decodes and output uploads run here, in this thread
+        assert report.cleaned is not None and report.cleaned.records_kept < report.cleaned.records_read
+        assert {r.key: r.value for r in read_all(compacted)} == {b"k0": b"v9", b"k1": b"v10", b"k2": b"v11"}
         assert _ours(before) == []
     finally:
         store.close()
@@ -133,7 +140,8 @@ def test_backpressure_is_immediate_without_a_flush_thread(tmp_path: Path) -> Non
         steps = store.runtime.steps()
         first = log.append_async(recs(1, size=900))
         assert steps.drain()
-        first.result(timeout=10)
+        assert steps.write_wal() and steps.sync_wal()
+        first.result(timeout=0)
         with pytest.raises(BufferFull):
             log.append_async(recs(1, size=900))
         assert steps.flush()  # the refused append asked for a flush: due now
@@ -156,3 +164,36 @@ def test_same_seed_same_object_keys(tmp_path: Path) -> None:
     assert first == keys("b", 11)
     assert any("/segments/" in k for k in first) and any(k.startswith("wal/") for k in first)
     assert first != keys("c", 12)
+
+
+def test_an_upload_is_one_put_attempt_per_flush_step(tmp_path: Path) -> None:
+    """A failed WAL-object PUT leaves the object in flight; a later step retries it, once its backoff passed
+    (the same seq and bytes), so an outage is a series of steps a simulator interleaves with others."""
+    from s3stream.objectstore.memory import MemoryObjectStore
+    from s3stream.testing.faults import FaultRule, FaultyObjectStore
+
+    clock = ManualClock(T0, pacing="manual")
+    faulty = FaultyObjectStore(MemoryObjectStore("", clock=clock), ids=IdSource(3))
+    store = open_mem("memory://steps-retry", tmp_path, clock=clock, wal="wal-retry", ids=IdSource(5),
+                     background="manual", object_store=faulty, flush_interval_ms=100,
+                     upload_retry_backoff_ms=50, upload_retry_backoff_max_ms=50)
+    try:
+        store.create_topic("t", 1)
+        log = store.partition("t", 0)
+        steps = store.runtime.steps()
+        acked = log.append_async(recs(2), ack="s3")  # the node opens (its fence lands)
+        faulty.set_rules([FaultRule("put", "wal/", "error", count=2)])
+        assert steps.drain()
+        clock.advance(100)
+        node = store.runtime.existing_node()
+        assert node is not None
+        assert steps.flush() and not acked.done()  # the first attempt failed: in flight, retried later
+        assert not steps.flush()  # its backoff has not passed
+        clock.advance(50)
+        assert steps.flush() and not acked.done()  # the second attempt failed too
+        clock.advance(50)
+        assert steps.flush()
+        assert acked.result(timeout=0).base_offset == 0 and node.uploader.puts == 1
+        assert faulty.injected() == {"error": 2}
+    finally:
+        store.close()

@@ -208,3 +208,42 @@ def test_a_null_header_in_an_arrow_append_is_refused(store: s3stream.Store, tmp_
         log.append_arrow(table)
     assert log.log_end_offset == end
     assert [r.offset for r in log.read(log.log_start_offset)] == list(range(log.log_start_offset, end))
+
+
+@FUZZ
+@given(staged=st.one_of(anything, st.lists(anything, max_size=2)))
+def test_publish_segments_with_any_argument(store: s3stream.Store, staged: Any) -> None:
+    log = store.partition("t", 1)
+    end = log.log_end_offset
+    try:
+        log.publish_segments(staged)
+    except S3StreamError:
+        assert log.log_end_offset == end
+    _intact(store)
+
+
+def test_publish_segments_refuses_what_is_not_this_partitions_segment(tmp_path: Path) -> None:
+    """``publish_segments`` committed any key it was given: another topic's segment (whose records this
+    topic then served, and which that topic's retention and GC later delete under it), a key with ``..``
+    or a missing object (the partition could then never be read past it)."""
+    from s3stream.partition.publish import StagedSegment
+
+    with s3stream.open_store("memory://fuzz-api-publish", wal_dir=str(tmp_path), probe=False) as store:
+        store.create_topic("t")
+        store.create_topic("other")
+        other = store.partition("other", 0)
+        other.append([Record(b"k", b"other topic's record")])
+        other.roll()
+        seg = other.segments()[0]
+        size = store.object_store.head(seg.key).size
+        log = store.partition("t", 0)
+        log.append([Record(b"k", b"v")])
+        foreign = [StagedSegment(seg.key, size, 1, seg.size_bytes, seg.max_timestamp, seg.max_timestamp, 0),
+                   StagedSegment("../x", 10, 1, 30, 0, 0, 0),
+                   StagedSegment(f"logs/{store.topic_id('t')}/0/segments/00000000000000000009-missing.parquet",
+                                 10, 1, 30, 0, 0, 0)]
+        for staged in foreign:
+            with pytest.raises(S3StreamError):
+                log.publish_segments([staged])
+        assert log.log_end_offset == 1 and [r.value for r in log.read(0)] == [b"v"]
+    MemoryObjectStore.drop_namespace("fuzz-api-publish")

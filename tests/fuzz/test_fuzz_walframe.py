@@ -21,7 +21,7 @@ from wal.frame import (
     find_live_frame,
     scan_frames,
 )
-from wal.recovery import FileExtent, file_name, find_damage, read_entries, recover
+from wal.recovery import FileExtent, RecoveredWal, file_name, find_damage, read_entries, recover
 
 from .kit import FUZZ, mutated, mutations, typed_or_value
 
@@ -154,11 +154,11 @@ def _check_recovery(files: dict[str, bytes], written: list[WalEntry]) -> None:
         assert isinstance(got, WalCorrupt) and damage is not None and str(got) == str(damage)
         assert _snapshot(storage) == before  # refused: nothing was changed
         return
-    assert damage is None
-    files = got.files  # type: ignore[union-attr]
-    ends = [f.first_seq for f in files[1:]] + [got.next_seq]  # type: ignore[union-attr]
+    assert damage is None and isinstance(got, RecoveredWal)
+    files = got.files
+    ends = [f.first_seq for f in files[1:]] + [got.next_seq]
     extents = [FileExtent(f.name, f.first_seq, end, f.size_bytes) for f, end in zip(files, ends, strict=True)]
     entries = list(read_entries(storage, extents, 0))
     if written:
         assert entries == written[:len(entries)]  # a torn tail may go; nothing before it, nothing changed
-    assert recover(storage).next_seq == got.next_seq  # type: ignore[union-attr]  # recovery is idempotent
+    assert recover(storage).next_seq == got.next_seq  # recovery is idempotent

@@ -187,3 +187,17 @@ def test_abandoned_jobs_wait_for_orphan_min_age_too(mem_url: str, tmp_path: Path
         assert store.collect_garbage().count("abandoned_job") == 0
         clock.advance(1)
         assert store.collect_garbage().count("abandoned_job") == 1
+
+
+def test_only_the_job_layouts_keys_are_job_keys() -> None:
+    """GC takes only what a job writes (its heartbeat, its offset maps) for a job's: never the keys of a store
+    nested under the jobs directory."""
+    from s3stream.base import layout
+
+    assert layout.parse_job_key(layout.job_heartbeat_key("j-1")) == "j-1"
+    assert layout.parse_job_key(layout.job_map_key("j-1", "01jx2c", 12)) == "j-1"
+    for key in ("_spark/jobs/topics/t/meta/00000000000000000001.json", "_spark/jobs/wal/n-1/heartbeat",
+                "_spark/jobs/j-1/maps/tid-0.arrow/x", "_spark/jobs/j-1/heartbeat.tmp", "_spark/jobs/j-1/",
+                "_spark/jobs/j-1/maps/TID-0.arrow", "_spark/jobs/j-1/maps/tid-01.arrow", "_spark/other",
+                "logs/t/0/heartbeat", "_spark/jobs//heartbeat"):
+        assert layout.parse_job_key(key) is None, key

@@ -165,3 +165,16 @@ def test_dump_refuses_keys_that_climb_out(tmp_path: Path) -> None:
         result = CliRunner().invoke(app, ["dump", key, "--url", root.as_uri()])
         assert result.exit_code == 1 and "Traceback" not in result.stderr, result.stderr
         assert result.stderr.strip().splitlines()[-1].startswith("error: "), result.stderr
+
+
+@pytest.mark.parametrize("key", ["\ud800", "a/\udfff/b", "logs/\udc80.parquet"])
+def test_unencodable_keys_are_invalid_requests(key: str, tmp_path: Path) -> None:
+    """Regression: a key holding a lone surrogate (what a JSON ``\\ud800`` escape in a forged manifest decodes
+    to) raised UnicodeEncodeError out of key validation, on every backend."""
+    from s3stream.objectstore.memory import MemoryObjectStore
+
+    for store in (LocalObjectStore(tmp_path / "root"), MemoryObjectStore("unencodable"),
+                  PrefixedObjectStore(LocalObjectStore(tmp_path / "root"), "p")):
+        for result in _every_verb(store, key):
+            assert isinstance(result, InvalidRequest) and "UTF-8" in str(result), (store, result)
+    MemoryObjectStore.drop_namespace("unencodable")

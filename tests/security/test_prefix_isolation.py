@@ -156,3 +156,21 @@ def test_a_prefix_cannot_climb_out(prefix: str, tmp_path: Path) -> None:
         s3stream.open_store(f"memory://climb/{prefix}", wal_dir=str(tmp_path), probe=False).close()
     with pytest.raises(InvalidRequest):
         PrefixedObjectStore(MemoryObjectStore("climb"), prefix.replace("%2e", "."))
+
+
+def test_a_store_nested_in_another_stores_job_directory_keeps_its_data(tmp_path: Path) -> None:
+    """A store whose prefix is ``<another store's prefix>/_spark/jobs``: the outer store's GC took each of
+    its top-level directories (``topics``, ``logs``, ``wal``, ...) for an abandoned Spark job's scratch
+    directory and deleted every object of the inner store once they were a day old. (Every other layout
+    directory as the nesting point is safe: ``logs``, ``wal``, ``topics``, ``catalog``, ``_probe``, ``_spark``.)"""
+    open_, listing = _memory(f"isolation-{next(_BUCKETS)}")
+    clock = ManualClock(T0)
+    with open_("a", clock, tmp_path / "outer") as outer, open_("a/_spark/jobs", clock, tmp_path / "inner") as inner:
+        inner.create_topic("t", config={"retention.ms": "-1"})
+        inner.partition("t", 0).append([Record(b"k", b"v")])
+        inner.partition("t", 0).roll()
+        before = [k for k in listing() if k.startswith("a/_spark/jobs/")]
+        clock.advance(30 * DAY_MS)
+        outer.collect_garbage()
+        assert [k for k in listing() if k.startswith("a/_spark/jobs/")] == before
+        assert _values(inner, "t") == [b"v"]

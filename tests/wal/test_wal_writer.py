@@ -87,7 +87,7 @@ def test_many_threads_get_unique_consecutive_seqs_with_one_fsync_per_batch(
     assert all(r == sorted(r) for r in results.values())  # each thread's appends keep their order
     by_seq = {e.seq: e.payload for e in writer.entries()}
     assert all(by_seq[s] == f"t{t}-{i}".encode() for t, r in results.items() for i, s in enumerate(r))
-    assert storage.fsyncs == len(storage.appends)  # exactly one fsync per written batch
+    assert storage.fsyncs == len(storage.appends) + 1  # exactly one fsync per written batch (+1: the open's)
     assert sum(storage.appends) == threads * per_thread
 
 
@@ -100,7 +100,7 @@ def test_appends_queued_behind_the_fsyncs_in_flight_share_the_next_one(
     gate = start_gated(storage, writer)
     if in_flight == 2:  # a second append is written and fsynced at once, beside the gated one
         second = writer.append_async(b"second")
-        while storage.fsyncs_started < 2:
+        while storage.fsyncs_started < 3:  # (the first: the open's)
             threading.Event().wait(0.001)
         assert not second.done()
     blocked = 12
@@ -116,7 +116,7 @@ def test_appends_queued_behind_the_fsyncs_in_flight_share_the_next_one(
         t.join(WAIT_S)
     assert [f.result(WAIT_S) for f in futures] == list(range(first, first + 5))
     assert storage.appends == [1] * in_flight + [blocked + 5]
-    assert storage.fsyncs == in_flight + 1
+    assert storage.fsyncs == in_flight + 2  # (+1: the open's)
 
 
 @pytest.mark.parametrize("in_flight", [1, 2])
@@ -153,8 +153,8 @@ def test_a_later_fsync_publishes_every_batch_written_before_it(mem: MemoryWalSto
         inner_fsync(name)
         order.append(f"fsync{mine}")
 
-    storage.fsync = fsync  # type: ignore[method-assign]
     with WalWriter(storage=storage, syncs_in_flight=2) as writer:
+        storage.fsync = fsync  # type: ignore[method-assign]  # (after the open's own fsync)
         a = writer.append_async(b"a")
         while calls < 1:
             threading.Event().wait(0.001)

@@ -44,7 +44,8 @@ class BrokerConfig:
     socket_request_max_bytes: int = 100 * 1024 * 1024
     max_connections: int = 1000
     connections_max_idle_ms: int = 600_000
-    max_inflight_requests_per_connection: int = 64
+    max_inflight_requests_per_connection: int = 1000
+    max_inflight_bytes_per_connection: int = 256 * 1024 * 1024
     io_threads: int = 16
     offsets_topic_num_partitions: int = 50
     group_min_session_timeout_ms: int = 6_000
@@ -118,7 +119,9 @@ OPTION_DOCS: dict[str, str] = {
     "socket_request_max_bytes": "Largest request accepted; a bigger frame closes the connection.",
     "max_connections": "Open connections at most; more are closed at once.",
     "connections_max_idle_ms": "A connection that sends nothing for this long is closed.",
-    "max_inflight_requests_per_connection": "Requests of one connection in progress at once (pipelining).",
+    "max_inflight_requests_per_connection": "Requests of one connection in progress at once (pipelining: acks=all "
+                                            "waits for the bucket, so a producer keeps many in flight).",
+    "max_inflight_bytes_per_connection": "Bytes of the requests of one connection in progress at once.",
     "io_threads": "Threads that run blocking store calls, so one slow call never stalls the event loop.",
     "offsets_topic_num_partitions": "Partitions of `__consumer_offsets` (fixed once the topic exists).",
     "group_min_session_timeout_ms": "Smallest session timeout a consumer may ask for.",

@@ -5,12 +5,17 @@ flexible versions, v1 otherwise); the response header is v1 for flexible respons
 except ApiVersions, whose response header is always v0 (kio's schemas carry that as ``__header_schema__``).
 Bytes from the network are never trusted: a header or body that does not parse is :class:`MalformedFrame`
 (the server closes that connection only); bytes after a parsed body are ignored, as Kafka does.
+
+A response is written as a list of buffers (:func:`encode_response_chunks`): kio writes every field, and a
+``records`` field given as :class:`SplicedRecords` contributes its record batches by reference instead of
+being copied into kio's buffer (kio's writer writes a bytes field as ``len(value)`` and then
+``buffer.write(value)``; the buffer here takes that object's batches as chunks of their own).
 """
 
 from __future__ import annotations
 
-import io
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -21,8 +26,8 @@ from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
 from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i32
 
-__all__ = ["API_VERSIONS_KEY", "MalformedFrame", "ParsedRequest", "encode_response", "peek_api", "read_request",
-           "request_class", "response_class"]
+__all__ = ["API_VERSIONS_KEY", "MalformedFrame", "ParsedRequest", "SplicedRecords", "encode_response",
+           "encode_response_chunks", "peek_api", "read_request", "request_class", "response_class"]
 
 API_VERSIONS_KEY = 18
 _API = struct.Struct(">hh")
@@ -104,13 +109,56 @@ def read_request(frame: bytes | memoryview, cls: type[Any]) -> ParsedRequest:
                          header.client_id, body)
 
 
-def encode_response(correlation_id: int, response: Any) -> bytes:
-    """The whole response frame (size prefix included) for a kio response object."""
+class SplicedRecords:
+    """The ``records`` of a response as the record batches that make it up, written without a copy.
+
+    Only :func:`encode_response_chunks` (and :func:`encode_response`) can write it: it has a length, as kio's
+    writer asks, but no bytes of its own.
+    """
+
+    __slots__ = ("batches", "size")
+
+    def __init__(self, batches: Sequence[bytes | bytearray | memoryview]) -> None:
+        self.batches = batches
+        self.size = sum(len(b) for b in batches)
+
+    def __len__(self) -> int:
+        return self.size
+
+
+class _Chunks:
+    """A kio ``Writable`` collecting a response: small fields in a bytearray, spliced records by reference."""
+
+    __slots__ = ("chunks", "head", "size")
+
+    def __init__(self) -> None:
+        self.head = bytearray(4)  # the size prefix, filled in at the end
+        self.chunks: list[bytes | bytearray | memoryview] = [self.head]
+        self.size = 0
+
+    def write(self, data: Any) -> int:
+        if type(data) is SplicedRecords:
+            self.size += data.size
+            if data.size:
+                self.head = bytearray()
+                self.chunks.extend(data.batches)
+                self.chunks.append(self.head)
+            return data.size
+        self.head += data
+        self.size += len(data)
+        return len(data)
+
+
+def encode_response_chunks(correlation_id: int, response: Any) -> list[bytes | bytearray | memoryview]:
+    """The whole response frame (size prefix included) for a kio response object, as buffers to send in order."""
     header_cls = response.__header_schema__
-    buf = io.BytesIO()
-    buf.write(b"\0\0\0\0")
-    _writer(header_cls)(buf, header_cls(correlation_id=i32(correlation_id)))
-    _writer(type(response))(buf, response)
-    data = buf.getbuffer()
-    struct.pack_into(">i", data, 0, len(data) - 4)
-    return bytes(data)
+    out = _Chunks()
+    _writer(header_cls)(out, header_cls(correlation_id=i32(correlation_id)))
+    _writer(type(response))(out, response)
+    struct.pack_into(">i", out.chunks[0], 0, out.size)
+    return [c for c in out.chunks if len(c)]
+
+
+def encode_response(correlation_id: int, response: Any) -> bytes:
+    """The whole response frame (size prefix included) for a kio response object, as one bytes object."""
+    return b"".join(encode_response_chunks(correlation_id, response))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
+from concurrent.futures import Executor
 
 import crc32c
 import pyarrow as pa
@@ -22,7 +23,7 @@ from s3stream.format.segment.buffered import decode_in_memory
 from s3stream.format.segment.checks import ALL_COLUMN_SET, check_groups, checked_group, decoding, verify_whole
 from s3stream.format.segment.footer import parse_footer
 from s3stream.format.segment.format import RowGroupInfo
-from s3stream.format.segment.ranged import Extent, Fetch, FetchMany, RangedFile, fetch_pool
+from s3stream.format.segment.ranged import Extent, Fetch, FetchMany, RangedFile, fetches
 from s3stream.format.segment.readahead import Span, coalesce
 
 __all__ = ["read_picked", "read_whole"]
@@ -50,10 +51,10 @@ def read_whole(fetch: Fetch, object_size: int, source: str, *, verify_crc32c: in
 
 def read_picked(fetch: Fetch, object_size: int, source: str, groups: Sequence[int], need: tuple[str, ...], *,
                 metadata: pq.FileMetaData, infos: Sequence[RowGroupInfo], spans: Sequence[Span],
-                block_bytes: int, fetch_many: FetchMany | None) -> pa.Table:
+                block_bytes: int, fetch_many: FetchMany | None, executor: Executor | None = None) -> pa.Table:
     """Row groups ``groups`` (ascending indexes) of columns ``need`` decoded at once (see
     :meth:`~.reader.SegmentReader.read_groups`); ``metadata``, ``infos`` and ``spans`` come from the
-    opened footer.
+    opened footer; runs after the first are fetched on ``executor`` (the process-wide fetch pool by default).
 
     Raises:
         InvalidRequest: a group index out of range or not ascending.
@@ -67,10 +68,11 @@ def read_picked(fetch: Fetch, object_size: int, source: str, groups: Sequence[in
     whole = set(need) == ALL_COLUMN_SET and all(infos[g].crc32c is not None for g in picked)
     runs = coalesce([spans[g] for g in picked])
     file = RangedFile(fetch, object_size, source=source, block_bytes=block_bytes,
-                      cache_bytes=sum(b - a for a, b in runs), fetch_many=fetch_many)
+                      cache_bytes=sum(b - a for a, b in runs), fetch_many=fetch_many, executor=executor)
     if whole:  # each group's CRC32C is checked as its bytes arrive: no page checksums to verify
         # runs after the first are fetched on the fetch pool meanwhile (store latency, not bandwidth)
-        later = [fetch_pool().submit(_fetch_groups, fetch, object_size, source, run, infos) for run in runs[1:]]
+        pool = fetches(executor)
+        later = [pool.submit(_fetch_groups, fetch, object_size, source, run, infos) for run in runs[1:]]
         file.prime(runs[0][0], _fetch_groups(fetch, object_size, source, runs[0], infos))
         for run, fetched in zip(runs[1:], later, strict=True):
             file.prime(run[0], fetched.result())

@@ -36,7 +36,7 @@ import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from s3stream.base.errors import CorruptData
@@ -60,7 +60,9 @@ if hasattr(os, "register_at_fork"):
 def fetch_pool() -> ThreadPoolExecutor:
     """One process-wide pool for concurrent read-ahead fetches (threads are created on demand).
 
-    Tasks on it must never wait for other tasks on it (a full pool would deadlock).
+    Tasks on it must never wait for other tasks on it (a full pool would deadlock). A store without
+    background threads (``background=manual``) hands its readers an executor of its own instead
+    (``executor=``: an inline one, so a read's fetches run in the caller's thread and order).
     """
     global _POOL
     with _POOL_LOCK:
@@ -69,10 +71,15 @@ def fetch_pool() -> ThreadPoolExecutor:
         return _POOL
 
 
+def fetches(executor: Executor | None) -> Executor:
+    """Where a reader's background fetches run: ``executor``, else the process-wide :func:`fetch_pool`."""
+    return executor if executor is not None else fetch_pool()
+
+
 if TYPE_CHECKING:
     from _typeshed import WriteableBuffer
 
-__all__ = ["Extent", "Fetch", "FetchMany", "RangedFile", "fetch_pool"]
+__all__ = ["Extent", "Fetch", "FetchMany", "RangedFile", "fetch_pool", "fetches"]
 
 #: The object's bytes of one range: kept as fetched (a view holds its buffer alive).
 Extent = bytes | memoryview
@@ -89,8 +96,10 @@ class RangedFile(io.RawIOBase):
     """A seekable, read-only file whose bytes come from ranged fetches through an extent cache."""
 
     def __init__(self, fetch: Fetch, size: int, *, source: str, block_bytes: int = 1 << 20,
-                 cache_bytes: int | None = None, fetch_many: FetchMany | None = None) -> None:
+                 cache_bytes: int | None = None, fetch_many: FetchMany | None = None,
+                 executor: Executor | None = None) -> None:
         super().__init__()
+        self._executor = executor  # background fetches (None: the process-wide fetch pool)
         if size < 0 or block_bytes <= 0:
             raise ValueError("RangedFile: size must be >= 0 and block_bytes > 0")
         self._fetch = fetch
@@ -244,7 +253,7 @@ class RangedFile(io.RawIOBase):
                 continue
             if not required and not self._room_for(b - a, evict_below):
                 return i
-            self._pending[a] = (b, fetch_pool().submit(self._fetch_checked, a, b))
+            self._pending[a] = (b, fetches(self._executor).submit(self._fetch_checked, a, b))
             self._pending_bytes += b - a
         return len(spans)
 

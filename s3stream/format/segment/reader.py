@@ -25,6 +25,7 @@ from __future__ import annotations
 import bisect
 import threading
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Executor
 from contextlib import contextmanager
 from typing import NamedTuple
 
@@ -39,7 +40,7 @@ from s3stream.format.segment.checks import check_columns, check_groups, checked_
 from s3stream.format.segment.format import RowGroupInfo, SegmentFooter
 from s3stream.format.segment.oneshot import read_picked, read_whole
 from s3stream.format.segment.opening import FOOTER_FETCH_BYTES, OpenSegment, open_segment
-from s3stream.format.segment.ranged import Fetch, FetchMany, RangedFile, fetch_pool
+from s3stream.format.segment.ranged import Fetch, FetchMany, RangedFile, fetches
 from s3stream.format.segment.readahead import GET_BLOCKS, WINDOW_BLOCKS, ReadAhead, Span
 from s3stream.format.segment.sizes import row_sizes
 
@@ -69,8 +70,10 @@ class SegmentReader:
     """Offset and timestamp reads of one immutable segment object through ranged fetches."""
 
     def __init__(self, fetch: Fetch, object_size: int, *, source: str,
-                 block_bytes: int = 1 << 20, fetch_many: FetchMany | None = None) -> None:
+                 block_bytes: int = 1 << 20, fetch_many: FetchMany | None = None,
+                 executor: Executor | None = None) -> None:
         self._fetch = fetch
+        self._executor = executor  # read-ahead and warming (None: the process-wide fetch pool)
         self._fetch_many = fetch_many
         self._object_size = object_size
         self._source = source
@@ -78,7 +81,8 @@ class SegmentReader:
         window, get_bytes = WINDOW_BLOCKS * block_bytes, GET_BLOCKS * block_bytes
         self._lock = threading.RLock()
         self._file = RangedFile(fetch, object_size, source=source, block_bytes=block_bytes,
-                                cache_bytes=max(window + get_bytes + 2 * block_bytes, 2 * FOOTER_FETCH_BYTES))
+                                cache_bytes=max(window + get_bytes + 2 * block_bytes, 2 * FOOTER_FETCH_BYTES),
+                                executor=executor)
         self._ahead = ReadAhead(self._file, self._spans_for, window=window, get_bytes=get_bytes)
         self._seg: OpenSegment | None = None  # opened on first use
         self._decoded: _Decoded | None = None
@@ -296,7 +300,8 @@ class SegmentReader:
             seg = self._opened()
             infos, spans, metadata = seg.groups, seg.spans_for(need), seg.verified.metadata
         table = read_picked(self._fetch, self._object_size, self._source, groups, need, metadata=metadata,
-                            infos=infos, spans=spans, block_bytes=self._block_bytes, fetch_many=self._fetch_many)
+                            infos=infos, spans=spans, block_bytes=self._block_bytes, fetch_many=self._fetch_many,
+                            executor=self._executor)
         return table.select(out_cols)
 
     def warm(self, from_offset: int, columns: Sequence[str] | None = None) -> None:
@@ -310,7 +315,7 @@ class SegmentReader:
             return
         self._warming = True
         try:
-            fetch_pool().submit(self._warm, from_offset, check_columns(columns))
+            fetches(self._executor).submit(self._warm, from_offset, check_columns(columns))
         except RuntimeError:  # the interpreter is shutting down: nothing to warm for
             pass
 

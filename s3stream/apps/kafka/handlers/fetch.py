@@ -5,8 +5,9 @@ batches for caught-up consumers, cached or freshly encoded batches otherwise), f
 within the response's ``max_bytes``; only the first partition that returns data may exceed its budget
 (at least one batch, as Kafka). With less than ``min_bytes`` and no error the fetch watches its partitions
 and waits; an append to one of them wakes it (its fsync, or its acknowledgement), else the wait ends at
-``max_wait_ms`` with one last read. The whole fetch is a :class:`~..api.Later` reply, so produce requests
-behind it on the connection are started meanwhile.
+``max_wait_ms`` with one last read. Those re-reads skip the partitions that had nothing and saw no fsync
+since (:meth:`DataPath.moves`): a wake-up by one partition does not look at every other. The whole fetch is
+a :class:`~..api.Later` reply, so produce requests behind it on the connection are started meanwhile.
 
 Topic ids from v13 (unknown: UNKNOWN_TOPIC_ID). Fetch sessions (KIP-227) are declined: every response
 has ``session_id`` 0, which clients take as "full fetches only"; a request naming a session gets
@@ -31,10 +32,11 @@ from s3stream.apps.kafka.api import ApiSpec, Later, RequestContext
 from s3stream.apps.kafka.broker import Broker
 from s3stream.apps.kafka.errors import error_code
 from s3stream.apps.kafka.messages import build, nested
+from s3stream.apps.kafka.records.batch import Batch, Spliced
 from s3stream.apps.kafka.records.datapath import DataPath, PartitionRead, topic_config
 from s3stream.apps.kafka.records.signals import Watch
 from s3stream.apps.kafka.topics import resolve_topic_id
-from s3stream.apps.kafka.wire import response_class
+from s3stream.apps.kafka.wire import SplicedRecords, response_class
 from s3stream.base.errors import S3StreamError
 from s3stream.partition.log import PartitionLog
 
@@ -52,6 +54,7 @@ class _Partition:
     max_bytes: int
     plog: PartitionLog | None = None
     read: PartitionRead = field(default_factory=PartitionRead)
+    moves: int | None = None  # DataPath.moves() before the last read
 
 
 @dataclass(slots=True)
@@ -116,8 +119,11 @@ def _read_all(broker: Broker, topics: list[_Topic], max_bytes: int, *, resolve: 
                 p.read = PartitionRead(error=t.error)
             elif p.plog is None:
                 p.read = PartitionRead(error=ErrorCode.unknown_topic_or_partition)
+            elif not resolve and _unchanged(datapath, p):
+                pass  # nothing read last time and no fsync since: nothing new (the long poll's re-reads)
             else:
                 budget = min(p.max_bytes, max_bytes - total)
+                p.moves = datapath.moves(p.plog)
                 try:
                     p.read = datapath.read(p.plog, p.offset, budget, first=first, log_append_time=t.log_append_time)
                 except S3StreamError as exc:
@@ -130,6 +136,12 @@ def _read_all(broker: Broker, topics: list[_Topic], max_bytes: int, *, resolve: 
             first = first and size == 0
             failed = failed or p.read.error != ErrorCode.none
     return total, failed
+
+
+def _unchanged(datapath: DataPath, p: _Partition) -> bool:
+    r = p.read
+    return (p.plog is not None and p.moves is not None and r.error == ErrorCode.none and not r.batches
+            and datapath.moves(p.plog) == p.moves)
 
 
 def _resolve(broker: Broker, topic: _Topic) -> None:
@@ -161,14 +173,24 @@ def _response(version: int, topics: list[_Topic], error: ErrorCode) -> Any:
         parts = []
         for p in t.partitions:
             r = p.read
-            records = b"".join(r.batches) if len(r.batches) != 1 else bytes(r.batches[0])
             parts.append(build(
                 part_cls, partition_index=i32(p.index), error_code=r.error, high_watermark=i64(r.high_watermark),
                 last_stable_offset=i64(r.high_watermark), log_start_offset=i64(r.log_start_offset),
-                aborted_transactions=(), preferred_read_replica=i32(-1), records=records))
+                aborted_transactions=(), preferred_read_replica=i32(-1), records=SplicedRecords(_parts(r.batches))))
         responses.append(build(topic_cls, topic=t.name or "", topic_id=t.topic_id, partitions=tuple(parts)))
     return build(cls, throttle_time=datetime.timedelta(0), error_code=error, session_id=i32(0),
                  responses=tuple(responses))
+
+
+def _parts(batches: list[Batch]) -> list[bytes | bytearray | memoryview]:
+    """The buffers making up ``batches``, in order."""
+    out: list[bytes | bytearray | memoryview] = []
+    for b in batches:
+        if type(b) is Spliced:
+            out.extend(b.parts)
+        else:
+            out.append(b)  # type: ignore[arg-type]
+    return out
 
 
 APIS = [ApiSpec(1, "Fetch", 4, 18, _handle)]

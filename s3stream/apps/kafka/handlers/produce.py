@@ -1,11 +1,13 @@
 """Produce (key 0, v3-13): check each partition's batch, append it, answer once acknowledged.
 
-Inside the handler, in one pool call for the whole request, every partition's batch is checked (one v2
-batch, CRC32C, bounds: :mod:`..records.batch`), decoded into Arrow columns (:mod:`..records.decode`) and its
-append *started* with ``append_arrow_async``, so appends keep the order the connection sent them in. The
-waits are the :class:`~..api.Later` reply: acks=1 is acknowledged from the local WAL, acks=all (-1) per
-``kafka.acks.all`` (the bucket by default), acks=0 gets no response at all. Once acknowledged the batch
-goes to the tail cache and wakes long-polling fetches (:class:`~..records.datapath.DataPath`).
+In the pool, every partition's batch is checked (one v2 batch, CRC32C, bounds: :mod:`..records.batch`),
+decoded into Arrow columns (:mod:`..records.decode`) and its append *started* with ``append_arrow_async``.
+The handler only queues that job (:class:`..records.order.OrderedJobs`, on the event loop, so in arrival
+order; the queued jobs of pipelined requests run one after the other in one pool call) and returns, so
+appends keep the order the client sent them in. The waits are the :class:`~..api.Later` reply: acks=1 is
+acknowledged from the local WAL, acks=all (-1) per ``kafka.acks.all`` (the bucket by default), acks=0 gets no
+response at all. Once acknowledged the batch goes to the tail cache and wakes long-polling fetches
+(:class:`~..records.datapath.DataPath`).
 
 Errors are per partition (Kafka's): UNKNOWN_TOPIC_OR_PARTITION, CORRUPT_MESSAGE (CRC, bounds),
 INVALID_RECORD (not one v2 batch; a null key on a compacted topic, with ``record_errors`` from v8),
@@ -16,14 +18,18 @@ idempotence errors, and REQUEST_TIMED_OUT when an acks=all wait outlasts the req
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime
+import functools
 import logging
+import threading
 import uuid
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.compute as pc
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i32, i64
@@ -35,6 +41,7 @@ from s3stream.apps.kafka.messages import build, nested
 from s3stream.apps.kafka.records.batch import BatchHeader, InvalidTxnState, parse_produced
 from s3stream.apps.kafka.records.datapath import DataPath, topic_config
 from s3stream.apps.kafka.records.decode import decode_batch, decoded_limit
+from s3stream.apps.kafka.records.order import OrderedJobs
 from s3stream.apps.kafka.topics import resolve_topic_id
 from s3stream.apps.kafka.wire import response_class
 from s3stream.base.errors import RecordTooLarge, S3StreamError
@@ -57,6 +64,8 @@ class _Partition:
     message: str | None = None
     record_errors: tuple[int, ...] = ()
     plog: PartitionLog | None = None
+    table: pa.RecordBatch | None = None
+    producer: ProducerBatch | None = None
     header: BatchHeader | None = None
     data: bytes | None = None
     future: Future[AppendResult] | None = None
@@ -83,9 +92,9 @@ async def _handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
         return _response(version, [_Topic(*_topic_key(t), [_Partition(int(p.index), ErrorCode.invalid_required_acks)
                                                           for p in t.partition_data]) for t in request.topic_data])
     ack = "wal" if acks == 1 else broker.config.acks_all
-    topics = await broker.run_blocking(_start, broker, version, request, ack)
+    started = broker.component(OrderedJobs).run(functools.partial(_start, broker, version, request, ack))
     timeout = request.timeout.total_seconds() if acks == -1 else 0.0
-    finish = _finish(broker, topics, timeout)
+    finish = _finish(broker, started, timeout)
     if acks == 0:
         broker.component(DataPath).background(finish)
         return None
@@ -100,6 +109,25 @@ def _topic_key(topic: Any) -> tuple[str | None, uuid.UUID | None]:
 
 
 def _start(broker: Broker, version: int, request: Any, ack: str) -> list[_Topic]:
+    """Check and decode every batch, then submit each partition's append (after the requests before it)."""
+    topics = _prepare(broker, version, request)
+    for part in (p for t in topics for p in t.partitions):
+        if part.table is None or part.plog is None:
+            continue
+        try:
+            part.log_start_offset = part.plog.log_start_offset
+            part.future = part.plog.append_arrow_async(part.table, ack=ack, producer=part.producer)
+        except S3StreamError as exc:
+            part.fail(error_code(exc), str(exc))
+        except Exception as exc:  # a bug must fail this partition, never the connection
+            log.exception("produce to %s failed", part.plog)
+            part.fail(ErrorCode.unknown_server_error, type(exc).__name__)
+        finally:
+            part.table = None
+    return topics
+
+
+def _prepare(broker: Broker, version: int, request: Any) -> list[_Topic]:
     topics: list[_Topic] = []
     for t in request.topic_data:
         name, topic_id = _topic_key(t)
@@ -114,7 +142,7 @@ def _start(broker: Broker, version: int, request: Any, ack: str) -> list[_Topic]
             part = _Partition(int(p.index))
             topic.partitions.append(part)
             try:
-                _start_partition(broker, version, name or "", part, p.records, ack)
+                _prepare_partition(broker, version, name or "", part, p.records)
             except InvalidTxnState as exc:
                 part.fail(ErrorCode.invalid_txn_state, str(exc))
             except S3StreamError as exc:
@@ -125,8 +153,7 @@ def _start(broker: Broker, version: int, request: Any, ack: str) -> list[_Topic]
     return topics
 
 
-def _start_partition(broker: Broker, version: int, topic: str, part: _Partition, records: bytes | None,
-                     ack: str) -> None:
+def _prepare_partition(broker: Broker, version: int, topic: str, part: _Partition, records: bytes | None) -> None:
     plog = broker.store.partition(topic, part.index)
     cfg = topic_config(broker, topic)
     header = parse_produced(records, produce_version=version)
@@ -148,8 +175,7 @@ def _start_partition(broker: Broker, version: int, topic: str, part: _Partition,
     if header.producer_id >= 0:
         producer = ProducerBatch(header.producer_id, header.producer_epoch, header.base_sequence, header.record_count)
     part.plog, part.header, part.data, part.log_append = plog, header, records, log_append
-    part.log_start_offset = plog.log_start_offset
-    part.future = plog.append_arrow_async(table, ack=ack, producer=producer)
+    part.table, part.producer = table, producer
 
 
 def _bad_timestamps(stamps: Any, cfg: TopicConfig, now: int) -> tuple[int, ...]:
@@ -162,20 +188,23 @@ def _bad_timestamps(stamps: Any, cfg: TopicConfig, now: int) -> tuple[int, ...]:
 # -- on the loop: wait for the acks ---------------------------------------------------------------------
 
 
-async def _finish(broker: Broker, topics: list[_Topic], wait_s: float) -> list[_Topic]:
+async def _finish(broker: Broker, started: asyncio.Future[list[_Topic]], wait_s: float) -> list[_Topic]:
     """Wait for every started append (at most ``wait_s`` seconds when positive), then record the outcome."""
+    topics = await asyncio.shield(started)  # a closed connection must not cancel a job others wait for
     parts = [p for t in topics for p in t.partitions if p.future is not None]
     if not parts:
         return topics
-    waits = {asyncio.wrap_future(p.future): p for p in parts if p.future is not None}
-    done, pending = await asyncio.wait(waits, timeout=wait_s if wait_s > 0 else None)
-    for fut in pending:  # an acks=all wait past timeout_ms: the append may still land (as in Kafka)
-        waits[fut].fail(ErrorCode.request_timed_out, "the append was not acknowledged within timeout_ms")
-        fut.add_done_callback(_consume)
+    futures = [p.future for p in parts if p.future is not None]
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(all_done(futures), wait_s if wait_s > 0 else None)
     datapath = broker.component(DataPath)
     appended = []
-    for fut, part in waits.items():
-        if fut not in done:
+    for part in parts:
+        fut = part.future
+        assert fut is not None
+        if not fut.done():  # an acks=all wait past timeout_ms: the append may still land (as in Kafka)
+            part.fail(ErrorCode.request_timed_out, "the append was not acknowledged within timeout_ms")
+            fut.add_done_callback(_consume)
             continue
         exc = fut.exception()
         if exc is not None:
@@ -195,7 +224,31 @@ async def _finish(broker: Broker, topics: list[_Topic], wait_s: float) -> list[_
     return topics
 
 
-def _consume(fut: asyncio.Future[Any]) -> None:
+def all_done(futures: list[Future[Any]]) -> asyncio.Future[None]:
+    """An event-loop future done once every one of ``futures`` is: one wake-up of the loop, not one each."""
+    loop = asyncio.get_running_loop()
+    waiter: asyncio.Future[None] = loop.create_future()
+    left = [len(futures)]
+    lock = threading.Lock()
+
+    def one_done(_fut: Future[Any]) -> None:  # on the thread that resolved it (or this one)
+        with lock:
+            left[0] -= 1
+            last = left[0] == 0
+        if last:
+            loop.call_soon_threadsafe(_resolve, waiter)
+
+    for fut in futures:
+        fut.add_done_callback(one_done)
+    return waiter
+
+
+def _resolve(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
+
+
+def _consume(fut: Future[Any]) -> None:
     if not fut.cancelled():
         fut.exception()
 

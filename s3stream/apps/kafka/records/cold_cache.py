@@ -12,14 +12,17 @@ from __future__ import annotations
 import bisect
 import threading
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+
+from s3stream.apps.kafka.records.batch import Batch
 
 __all__ = ["ColdCache"]
 
 
 @dataclass(frozen=True, slots=True)
 class _Entry:
-    batches: list[bytes]
+    batches: list[Batch]
     bases: list[int]  # each batch's base offset (the first is the range's first offset)
     size: int
 
@@ -42,7 +45,7 @@ class ColdCache:
     def nbytes(self) -> int:
         return self._bytes
 
-    def get(self, segment: str, offset: int, max_bytes: int) -> tuple[list[bytes], int] | None:
+    def get(self, segment: str, offset: int, max_bytes: int) -> tuple[list[Batch], int] | None:
         """From the cached range of ``segment`` holding ``offset``: the batch holding it and those after it
         within ``max_bytes`` (at least one), and the offset after the last one returned."""
         with self._lock:
@@ -66,7 +69,16 @@ class ColdCache:
             k += 1
         return out, entry.bases[k] if k < len(entry.bases) else range_end
 
-    def put(self, segment: str, first: int, end: int, batches: list[bytes], bases: list[int]) -> None:
+    def covered_end(self, segment: str, offset: int) -> int | None:
+        """The end of the kept range of ``segment`` holding ``offset``; None when none holds it."""
+        with self._lock:
+            seg = self._segments.get(segment)
+            if seg is None:
+                return None
+            i = bisect.bisect_right(seg.firsts, offset) - 1
+            return seg.ends[i] if i >= 0 and seg.ends[i] > offset else None
+
+    def put(self, segment: str, first: int, end: int, batches: Sequence[Batch], bases: list[int]) -> None:
         """Keep ``batches`` (base offsets ``bases``), which hold every record of ``segment`` in ``[first, end)``."""
         size = sum(len(b) for b in batches)
         if not batches or size > self.max_bytes // 4:
@@ -80,7 +92,7 @@ class ColdCache:
                 return  # overlaps a range read meanwhile
             seg.firsts.insert(i, first)
             seg.ends.insert(i, end)
-            self._lru[(segment, first)] = _Entry(batches, [first, *bases[1:]], size)
+            self._lru[(segment, first)] = _Entry(list(batches), [first, *bases[1:]], size)
             self._bytes += size
             while self._bytes > self.max_bytes:
                 (old_segment, old_first), old_entry = self._lru.popitem(last=False)

@@ -17,17 +17,20 @@ append's acknowledgement from the bucket and for appends that did not come throu
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 import threading
 from collections.abc import Callable, Coroutine
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from kio.schema.errors import ErrorCode
 
-from s3stream.apps.kafka.records.batch import BatchHeader, patch_offset
+from s3stream.apps.kafka.records.batch import Batch, BatchHeader, rebased
 from s3stream.apps.kafka.records.cold_cache import ColdCache
-from s3stream.apps.kafka.records.encode import encode_batches
+from s3stream.apps.kafka.records.encode import encode_spliced
 from s3stream.apps.kafka.records.signals import AppendSignals
 from s3stream.apps.kafka.records.tail_cache import TailCache
 from s3stream.base.records import AppendResult, SegmentInfo
@@ -39,9 +42,16 @@ if TYPE_CHECKING:
 
 __all__ = ["COLD_BATCH_BYTES", "DataPath", "PartitionRead", "topic_config"]
 
+log = logging.getLogger(__name__)
+
 #: cold reads are encoded into batches of about this size (a small fetch budget is not sent a big batch)
 COLD_BATCH_BYTES = 256 * 1024
-Batch = bytes | bytearray
+#: a read-ahead reads and encodes at least this much at once (fewer, larger reads: less per-call cost)
+AHEAD_BYTES = 4 << 20
+#: ranges a read-ahead keeps ready past a consumer's next fetch (slack for when encoding runs behind)
+AHEAD_RANGES = 3
+#: how long a fetch waits for the read-ahead of its partition before reading itself
+_AHEAD_WAIT_S = 5.0
 
 
 @dataclass(slots=True)
@@ -73,7 +83,12 @@ class DataPath:
         self._sources = {name: broker.metrics.fetch_cache.labels(name) for name in ("tail", "cold", "cold-cache")}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._watched: dict[tuple[str, int], Callable[[], None]] = {}
+        self._moves: dict[tuple[str, int], int] = {}  # fsyncs seen per watched partition (see moves())
         self._watch_lock = threading.Lock()
+        self._ahead: dict[tuple[str, int], Future[None]] = {}
+        self._ahead_lock = threading.Lock()
+        self._ahead_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kafka-readahead")
+        self._closed = False
 
     def background(self, work: Coroutine[Any, Any, Any]) -> None:
         """Run ``work`` (an acks=0 produce's wait for its appends) with no one awaiting it."""
@@ -82,6 +97,9 @@ class DataPath:
         task.add_done_callback(self._tasks.discard)
 
     async def close(self) -> None:
+        with self._ahead_lock:
+            self._closed = True
+        self._ahead_pool.shutdown(wait=False, cancel_futures=True)
         with self._watch_lock:
             stops, self._watched = list(self._watched.values()), {}
         for stop in stops:
@@ -93,13 +111,13 @@ class DataPath:
 
     # -- produce (event loop) ------------------------------------------------------------------------
 
-    def appended(self, plog: PartitionLog, header: BatchHeader, data: Batch, result: AppendResult, *,
+    def appended(self, plog: PartitionLog, header: BatchHeader, data: bytes, result: AppendResult, *,
                  cacheable: bool) -> None:
         """An append was acknowledged: keep its batch for tailing fetches and wake the ones waiting."""
         self.broker.metrics.produce_records.inc(header.record_count)
         if cacheable and result.last_offset - result.base_offset + 1 == header.record_count:
             self.tail.put((plog.topic_id, plog.partition), result.base_offset, result.last_offset + 1,
-                          patch_offset(data, result.base_offset))
+                          rebased(data, result.base_offset))
         self.signals.notify(plog.topic, plog.partition)
 
     # -- fetch (pool thread) -------------------------------------------------------------------------
@@ -111,9 +129,9 @@ class DataPath:
         OFFSET_OUT_OF_RANGE outside ``[log start, log end]``; nothing at or past the high watermark. Blocking.
         """
         self._watch(plog)
-        start, end, hw = plog.log_start_offset, plog.log_end_offset, plog.high_watermark
+        start, hw = plog.log_start_offset, plog.high_watermark  # each a look at the log's state: no more
         out = PartitionRead(high_watermark=hw, log_start_offset=start)
-        if offset < start or offset > end:
+        if offset < start or (offset > hw and offset > plog.log_end_offset):
             out.error = ErrorCode.offset_out_of_range
             return out
         if offset >= hw or (budget <= 0 and not first):
@@ -128,10 +146,27 @@ class DataPath:
             out.batches = _fit(hit[0], budget, first)
             self._sources["tail"].inc(len(out.batches))
             return out
-        if segment is not None and (cached := self.cold.get(segment.key or "", offset, budget)) is not None:
-            out.batches = _fit(list(cached[0]), budget, first)
-            self._sources["cold-cache"].inc(len(out.batches))
-            return out
+        if segment is not None:
+            cached = self.cold.get(segment.key or "", offset, budget)
+            if cached is None and self._wait_ahead(key):  # this consumer's next batches were being encoded
+                cached = self.cold.get(segment.key or "", offset, budget)
+            if cached is not None:
+                out.batches = _fit(list(cached[0]), budget, first)
+                self._sources["cold-cache"].inc(len(out.batches))
+                self._read_ahead(plog, segment, cached[1], budget, log_append_time)
+                return out
+        batches, range_end = self._encode(plog, segment, offset, budget, hw, log_append_time)
+        if segment is not None and range_end > offset:
+            self._read_ahead(plog, segment, range_end, budget, log_append_time)
+        out.batches = _fit(batches, budget, first)
+        self._sources["cold"].inc(len(out.batches))
+        return out
+
+    def _encode(self, plog: PartitionLog, segment: SegmentInfo | None, offset: int, budget: int, hw: int,
+                log_append_time: bool) -> tuple[list[Batch], int]:
+        """Read and encode from ``offset`` within ``budget``, and keep what was encoded; (batches, the end
+        of the range kept for a sealed segment, else -1)."""
+        key = (plog.topic_id, plog.partition)
         table = plog.read_arrow(offset, max_bytes=max(budget, 1))
         if table.num_rows and table.column("offset")[-1].as_py() >= hw:  # the few records still being fsynced
             table = table.slice(0, int(np.searchsorted(table.column("offset").to_numpy(), hw)))
@@ -145,29 +180,82 @@ class DataPath:
                 table = table.slice(0, inside)
                 range_end = segment.last_offset + 1
             # else: the segment has nothing at or after ``offset`` (compacted away): serve the next one, uncached
-        encoded = encode_batches(table, log_append_time=log_append_time, max_batch_bytes=COLD_BATCH_BYTES,
-                                 last_offset=range_end - 1 if range_end > 0 else None)
-        if segment is not None and segment.key and encoded.batches and range_end > offset:
-            self.cold.put(segment.key, offset, range_end, encoded.batches, encoded.bases)
-        elif segment is None and plog.is_writer and encoded.batches:
+        batches, bases = encode_spliced(table, log_append_time=log_append_time, max_batch_bytes=COLD_BATCH_BYTES,
+                                        last_offset=range_end - 1 if range_end > 0 else None)
+        if segment is not None and segment.key and batches and range_end > offset:
+            self.cold.put(segment.key, offset, range_end, batches, bases)
+        elif segment is None and plog.is_writer and batches:
             # unsealed records never change: keep them with the producers' batches (an acks=all batch
             # arrives there only with its acknowledgement, after the fsync that woke its consumers)
-            ends = [*encoded.bases[1:], int(table.column("offset")[-1].as_py()) + 1]
-            for data, base, end_offset in zip(encoded.batches, encoded.bases, ends, strict=True):
+            ends = [*bases[1:], int(table.column("offset")[-1].as_py()) + 1]
+            for data, base, end_offset in zip(batches, bases, ends, strict=True):
                 self.tail.put(key, base, end_offset, data)
-        out.batches = _fit(list(encoded.batches), budget, first)
-        self._sources["cold"].inc(len(out.batches))
-        return out
+        return list(batches), range_end
 
+    # -- read-ahead of sealed segments (pool thread, then the read-ahead thread) ---------------------------
+
+    def _read_ahead(self, plog: PartitionLog, segment: SegmentInfo, offset: int, budget: int,
+                    log_append_time: bool) -> None:
+        """Encode the records of ``segment`` a catching-up consumer asks for next (from ``offset``, or after
+        the kept ranges after it; at most ``AHEAD_RANGES`` ranges ahead of it), on the read-ahead thread, while that
+        consumer takes in this answer."""
+        key = (plog.topic_id, plog.partition)
+        with self._ahead_lock:
+            if key in self._ahead or self._closed or offset > segment.last_offset:
+                return
+            self._ahead[key] = self._ahead_pool.submit(self._ahead_job, plog, segment, offset, budget,
+                                                       log_append_time)
+
+    def _ahead_job(self, plog: PartitionLog, segment: SegmentInfo, offset: int, budget: int,
+                   log_append_time: bool) -> None:
+        try:
+            for _ in range(AHEAD_RANGES):  # skip the ranges kept already, up to far enough ahead
+                if (end := self.cold.covered_end(segment.key or "", offset)) is None:
+                    break
+                offset = end
+            else:
+                return
+            hw = plog.high_watermark
+            if offset > segment.last_offset or offset >= hw or offset < plog.log_start_offset:
+                return
+            if _sealed_segment(plog.segments(), offset) != segment:  # compacted or deleted meanwhile
+                return
+            self._encode(plog, segment, offset, max(budget, AHEAD_BYTES), hw, log_append_time)
+        except Exception:  # a read-ahead that fails costs the consumer its own read, nothing else
+            log.debug("read-ahead of %s at %d failed", plog, offset, exc_info=True)
+        finally:
+            with self._ahead_lock:
+                self._ahead.pop((plog.topic_id, plog.partition), None)
+
+    def _wait_ahead(self, key: tuple[str, int]) -> bool:
+        """Wait for the partition's read-ahead; whether there was one."""
+        with self._ahead_lock:
+            pending = self._ahead.get(key)
+        if pending is None:
+            return False
+        with contextlib.suppress(Exception):
+            pending.result(timeout=_AHEAD_WAIT_S)
+        return True
+
+
+    def moves(self, plog: PartitionLog) -> int | None:
+        """How often the partition's high watermark may have moved since it was first read here (a count
+        to compare, not an offset); None when that is not known (never read, or another process writes it:
+        its records arrive without an fsync here). A long poll re-reads only partitions whose count changed."""
+        key = (plog.topic_id, plog.partition)
+        if key not in self._watched or not plog.is_writer:
+            return None
+        return self._moves.get(key, 0)
 
     def _watch(self, plog: PartitionLog) -> None:
         """Wake this partition's long polls whenever its high watermark may have moved (once per partition)."""
         key = (plog.topic_id, plog.partition)
         if key in self._watched:
             return
-        signals, topic, partition = self.signals, plog.topic, plog.partition
+        signals, topic, partition, moves = self.signals, plog.topic, plog.partition, self._moves
 
         def moved() -> None:  # on an s3stream thread, after each fsync: only a loop call when someone waits
+            moves[key] = moves.get(key, 0) + 1
             loop = signals.loop
             if loop is not None and (topic, partition) in signals.waiters:
                 loop.call_soon_threadsafe(signals.notify, topic, partition)

@@ -33,7 +33,9 @@ _HEADERS = operator.attrgetter("headers")
 @dataclass(frozen=True, slots=True)
 class DecodedBatch:
     header: BatchHeader
-    table: pa.Table
+    #: a RecordBatch, not a Table: ``append_arrow`` takes its columns as they are (a Table's would be
+    #: combined from their chunks, a copy of every value)
+    table: pa.RecordBatch
 
 
 def decoded_limit(max_message_bytes: int) -> int:
@@ -70,7 +72,7 @@ def decode_batch(data: bytes | bytearray | memoryview, header: BatchHeader, *, l
     if not np.array_equal(offsets - header.base_offset, np.arange(n, dtype=np.int64)):
         raise InvalidRecord("a produced batch's records must have offset deltas 0, 1, ... in order")
     timestamps = pa.array(np.fromiter(map(_TIMESTAMP, records), dtype=np.int64, count=n))
-    table = pa.Table.from_arrays(
+    table = pa.RecordBatch.from_arrays(
         [binary_column(list(map(_KEY, records))), binary_column(list(map(_VALUE, records))), timestamps, header_col],
         names=["key", "value", "timestamp", "headers"])
     return DecodedBatch(header, table)

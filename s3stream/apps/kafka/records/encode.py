@@ -23,16 +23,17 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from s3stream.apps.kafka.records.batch import TIMESTAMP_TYPE_FLAG, pack_header
+from s3stream.apps.kafka.records.batch import TIMESTAMP_TYPE_FLAG, Spliced, pack_header
 
-__all__ = ["Encoded", "encode_batches"]
+__all__ = ["Encoded", "encode_batches", "encode_spliced"]
 
 I64 = npt.NDArray[np.int64]
 U64 = npt.NDArray[np.uint64]
 U8 = npt.NDArray[np.uint8]
 
-_SEVEN = np.uint64(7)
 _LOW7 = np.uint64(0x7F)
+#: a varint of z takes k + 1 bytes where k = how many of these z reaches
+_VARINT_STEPS = np.array([1 << (7 * k) for k in range(1, 10)], dtype=np.uint64)
 _OFFSET_BLOCK = 30  # a batch never spans a 2**30-aligned block of offsets (int32 deltas)
 _MAX_DELTA = (1 << 31) - 1
 
@@ -57,9 +58,23 @@ def encode_batches(table: pa.Table | pa.RecordBatch, *, log_append_time: bool = 
     Kafka batch keeps its original last offset: a consumer's next fetch then starts after the records
     compacted away at the end of a segment instead of inside them.
     """
+    spliced, bases = _encode(table, log_append_time, max_batch_bytes, last_offset)
+    return Encoded([bytes(b) for b in spliced], bases)
+
+
+def encode_spliced(table: pa.Table | pa.RecordBatch, *, log_append_time: bool = False,
+                   max_batch_bytes: int = 1 << 20, last_offset: int | None = None
+                   ) -> tuple[list[Spliced], list[int]]:
+    """:func:`encode_batches` for the fetch path: each batch its 61-byte header and a view of the records
+    section Arrow wrote (never joined: the response sends both), and the batches' base offsets."""
+    return _encode(table, log_append_time, max_batch_bytes, last_offset)
+
+
+def _encode(table: pa.Table | pa.RecordBatch, log_append_time: bool, max_batch_bytes: int,
+            last_offset: int | None) -> tuple[list[Spliced], list[int]]:
     n = table.num_rows
     if n == 0:
-        return Encoded([], [])
+        return [], []
     offsets = _int64(table.column("offset"))
     stamps = _int64(table.column("timestamp"))
     keys = _binary(table.column("key"))
@@ -92,7 +107,7 @@ def encode_batches(table: pa.Table | pa.RecordBatch, *, log_append_time: bool = 
     ends = np.cumsum(record_size)
 
     attributes = TIMESTAMP_TYPE_FLAG if log_append_time else 0
-    out: list[bytes] = []
+    out: list[Spliced] = []
     bases: list[int] = []
     bounds = np.append(starts, n)
     for i in range(len(starts)):
@@ -105,9 +120,9 @@ def encode_batches(table: pa.Table | pa.RecordBatch, *, log_append_time: bool = 
         head = pack_header(base_offset=int(offsets[lo]), records=records, attributes=attributes,
                            last_offset_delta=last_delta, first_timestamp=int(stamps[lo]),
                            max_timestamp=int(stamps[lo:hi].max()), record_count=hi - lo)
-        out.append(b"".join((head, records)))
+        out.append(Spliced(head, records))
         bases.append(int(offsets[lo]))
-    return Encoded(out, bases)
+    return out, bases
 
 
 def _batch_starts(offsets: I64, stamps: I64, size_block: I64, *, log_append_time: bool
@@ -151,24 +166,26 @@ def _zigzag(x: I64) -> U64:
 
 
 def _varint_size(z: U64) -> I64:
-    size = np.ones(len(z), dtype=np.int64)
-    for k in range(1, 10):
-        size += z >= np.uint64(1 << (7 * k))
-    return size
+    return np.searchsorted(_VARINT_STEPS, z, side="right").astype(np.int64) + 1
 
 
 def _varints(n: int, fields: list[tuple[U64, int]]) -> pa.Array:
-    """A binary array whose row i is the varints of ``fields[*][0][i]`` back to back (each at most width)."""
+    """A binary array whose row i is the varints of ``fields[*][0][i]`` back to back (each at most width).
+
+    Each field is written as an ``[n, width]`` block of 7-bit groups at once (row-major, so a row's bytes
+    stay together); a mask keeps each varint's own bytes, in one pass over the whole matrix.
+    """
     width = sum(w for _, w in fields)
-    matrix = np.zeros((n, width), dtype=np.uint8)
-    keep = np.zeros((n, width), dtype=bool)
+    matrix = np.empty((n, width), dtype=np.uint8)
+    keep = np.empty((n, width), dtype=bool)
     col = 0
     for z, w in fields:
+        lanes = np.arange(w)
         size = _varint_size(z) if w > 1 else np.ones(n, dtype=np.int64)
-        for i in range(w):
-            byte = ((z >> (_SEVEN * np.uint64(i))) & _LOW7).astype(np.uint8)
-            matrix[:, col + i] = byte | ((size > i + 1).astype(np.uint8) << 7)
-            keep[:, col + i] = size > i
+        groups = (z[:, None] >> (np.uint64(7) * lanes.astype(np.uint64))) & _LOW7
+        more = lanes + 1 < size[:, None]  # the continuation bit: another byte follows
+        matrix[:, col:col + w] = groups.astype(np.uint8) | (more.astype(np.uint8) << 7)
+        keep[:, col:col + w] = lanes < size[:, None]
         col += w
     offsets = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(keep.sum(axis=1), out=offsets[1:])

@@ -1,11 +1,12 @@
 """The producers' own batches, as fetch serves them to caught-up consumers: no decode, no encode.
 
-After an append is acknowledged its batch bytes (base offset and leader epoch patched, both outside the
-CRC) are exactly what the log holds at ``[base, base + count)``, when the topic keeps the producer's
-timestamps (CreateTime) and the batch's offset deltas are 0..n-1 (checked at decode). Per partition the
-batches are kept in offset order; a fetch takes the batch holding its offset and the ones that follow it
-without a gap. Batches encoded from the partition's unsealed records are kept here too (read before the
-producer's batch was acknowledged). Bounded in bytes over all partitions; the oldest go first. Thread-safe.
+After an append is acknowledged its batch bytes (base offset and leader epoch rewritten, both outside the
+CRC, without a copy: :func:`~.batch.rebased`) are exactly what the log holds at ``[base, base + count)``,
+when the topic keeps the producer's timestamps (CreateTime) and the batch's offset deltas are 0..n-1 (checked
+at decode). Per partition the batches are kept in offset order; a fetch takes the batch holding its offset and
+the ones that follow it without a gap. Batches encoded from the partition's unsealed records are kept here
+too (read before the producer's batch was acknowledged). Bounded in bytes over all partitions; the oldest go
+first. Thread-safe.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import bisect
 import threading
 from collections import deque
 from dataclasses import dataclass, field
+
+from s3stream.apps.kafka.records.batch import Batch
 
 __all__ = ["PartitionKey", "TailCache"]
 
@@ -25,7 +28,7 @@ PartitionKey = tuple[str, int]
 class _Partition:
     bases: list[int] = field(default_factory=list)
     ends: list[int] = field(default_factory=list)
-    data: list[bytes | bytearray] = field(default_factory=list)
+    data: list[Batch] = field(default_factory=list)
 
 
 class TailCache:
@@ -40,7 +43,7 @@ class TailCache:
     def nbytes(self) -> int:
         return self._bytes
 
-    def put(self, key: PartitionKey, base: int, end: int, data: bytes | bytearray) -> None:
+    def put(self, key: PartitionKey, base: int, end: int, data: Batch) -> None:
         """Keep the batch for offsets ``[base, end)``, unless a kept batch overlaps it (a retried duplicate)."""
         size = len(data)
         if size > self.max_bytes // 4:
@@ -61,7 +64,7 @@ class TailCache:
                 self._evict(*self._order.popleft())
 
     def get(self, key: PartitionKey, offset: int, max_bytes: int, *, end: int | None = None
-            ) -> tuple[list[bytes | bytearray], int] | None:
+            ) -> tuple[list[Batch], int] | None:
         """The batches from the one holding ``offset`` on, while contiguous, within ``max_bytes`` (at least
         one) and wholly below ``end``, and the offset after the last; None when no kept batch holds ``offset``."""
         limit = end if end is not None else 1 << 63
