@@ -27,7 +27,8 @@ intent, stamp ``seq + 1``/``parent_seq``/a fresh ULID ``commit_id``, validate, P
 
 Invariants: versions are dense (1, 2, 3 ...); a version is never overwritten; the cache only moves
 forward, and a cached "nothing after seq" is trusted only for ``cache_ttl_s`` (it must stay well below
-the manifest GC's ``manifest_min_age``, or a deleted successor could be mistaken for "no successor").
+the manifest GC's ``manifest_min_age``, or a deleted successor could be mistaken for "no successor": a
+store's partitions take :func:`cache_ttl_for` of its setting).
 """
 
 from __future__ import annotations
@@ -59,9 +60,11 @@ from s3stream.manifest.model import Epoch, Manifest
 from s3stream.objectstore.protocol import ListEntry, ObjectStore
 
 __all__ = [
+    "CACHE_TTL_S",
     "DocCodec",
     "ManifestStore",
     "VersionedStore",
+    "cache_ttl_for",
     "cleaner_fence",
     "manifest_store",
     "writer_fence",
@@ -358,12 +361,24 @@ class ManifestStore(VersionedStore[Manifest]):
         return result if result is not None else self.empty()
 
 
+#: How long a cached "no version after this one" is trusted at most (see the module docstring).
+CACHE_TTL_S = 300.0
+
+
+def cache_ttl_for(manifest_min_age_ms: int) -> float:
+    """The cache TTL for a store whose GC deletes superseded manifest versions after ``manifest_min_age_ms``:
+    :data:`CACHE_TTL_S`, or half that grace when it is shorter (a probe finding no successor could otherwise
+    meet one GC deleted, and a reader would go on with a stale manifest: a moved log start unseen, deleted
+    segments read)."""
+    return min(CACHE_TTL_S, manifest_min_age_ms / 2000.0)
+
+
 def manifest_store(store: ObjectStore, *, topic: str, topic_id: str, partition: int, clock: Clock,
                    ids: IdSource, crash_points: CrashPoints | None = None,
-                   commit_timeout_s: float = 60.0) -> ManifestStore:
+                   commit_timeout_s: float = 60.0, cache_ttl_s: float = CACHE_TTL_S) -> ManifestStore:
     """The :class:`ManifestStore` of partition ``partition`` of topic ``topic_id``."""
     return ManifestStore(store, topic=topic, topic_id=topic_id, partition=partition, clock=clock, ids=ids,
-                         crash_points=crash_points, commit_timeout_s=commit_timeout_s)
+                         crash_points=crash_points, commit_timeout_s=commit_timeout_s, cache_ttl_s=cache_ttl_s)
 
 
 def _fence(role: str, me: Epoch,

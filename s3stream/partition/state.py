@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Protocol
 from s3stream.base.errors import UnknownTopic
 from s3stream.base.topic_config import TopicConfig
 from s3stream.manifest.model import Manifest
-from s3stream.manifest.versioned import ManifestStore, manifest_store
+from s3stream.manifest.versioned import ManifestStore, cache_ttl_for, manifest_store
 from s3stream.partition.claim import claim_partition
 from s3stream.partition.host import HostedLog, LogHost
 from s3stream.partition.writer import Unsealed, WriterState, rebuild_producers, split_unsealed
@@ -50,7 +50,8 @@ class LogState:
         self.log_id = f"{doc.name}/{doc.topic_id}/{partition}"
         self.manifest_store: ManifestStore = manifest_store(
             host.objstore, topic=doc.name, topic_id=doc.topic_id, partition=partition, clock=host.clock,
-            ids=host.ids, crash_points=host.crash)
+            ids=host.ids, crash_points=host.crash,
+            cache_ttl_s=cache_ttl_for(host.settings.manifest_min_age_ms))
         self.lock = threading.RLock()
         self.writer: WriterState | None = None
         self._manifest: Manifest | None = None

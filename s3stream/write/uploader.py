@@ -37,6 +37,7 @@ from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any
 
 import pyarrow as pa
 
@@ -308,7 +309,7 @@ class Uploader:
                         continue
                 self._cond.wait(0.1 if remaining is None else min(0.1, remaining))
 
-    def settle(self, future: concurrent.futures.Future[int] | concurrent.futures.Future[object]) -> None:
+    def settle(self, future: concurrent.futures.Future[Any]) -> None:
         """Manual mode: step until ``future`` (an ``ack=s3`` append's) is done: everything buffered is due now,
         and pacing time passes to the next retry or deadline when no step is (so an outage ends the wait with
         ``StoreUnavailable`` after ``max_block_ms``, as the flush thread would)."""

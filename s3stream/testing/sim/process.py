@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from s3stream.base.clock import ManualClock
 from s3stream.base.crashpoints import CrashPoints
+from s3stream.base.errors import Closed, S3StreamError
 from s3stream.base.ids import IdSource
 from s3stream.objectstore.protocol import ObjectStore
 from s3stream.partition.log import PartitionLog
@@ -112,8 +113,7 @@ class SimProcess:
             try:
                 store.close()
             finally:
-                node = store.runtime.existing_node()
-                self.parked = node is not None and (node.uploader.fenced or node.uploader.buffered_bytes > 0)
+                self.parked = _left_records_behind(store)
 
     def kill(self, *, power_loss: bool, seed: int) -> list[Append]:
         """The process dies now: the store object is abandoned, its disk handles go dead (with ``power_loss``
@@ -122,3 +122,20 @@ class SimProcess:
         self._disks.kill(self.root, power_loss=power_loss, seed=seed)
         pending, self.pending = self.pending, []
         return pending
+
+
+def _left_records_behind(store: Store) -> bool:
+    """After ``store.close()``: whether its node could not upload everything (fenced, or the bucket failed it
+    until the close gave up), so some records are only in its local WAL until it opens again."""
+    node = store.runtime.existing_node()
+    if node is None:
+        return False
+    if node.uploader.buffered_bytes:
+        return True
+    try:
+        node.uploader.check()
+    except Closed:
+        return False  # closed after uploading everything
+    except S3StreamError:
+        return True  # stopped by a failure (Fenced, an outage at close): the local WAL keeps the rest
+    return False

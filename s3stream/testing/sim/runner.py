@@ -15,14 +15,12 @@ import hashlib
 import logging
 import tempfile
 import traceback
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
-
-import pyarrow as pa
+from typing import TypeVar
 
 from s3stream.base.clock import ManualClock
 from s3stream.base.crashpoints import SimulatedCrash
@@ -33,10 +31,8 @@ from s3stream.base.errors import (
     InternalError,
     LocalWalFull,
     LocalWalUnavailable,
-    OffsetOutOfRange,
     S3StreamError,
 )
-from s3stream.base.ids import IdSource
 from s3stream.base.records import AppendResult, Record
 from s3stream.format.segment.reader import SegmentReader
 from s3stream.maintenance.retention import run_retention_pass
@@ -51,6 +47,8 @@ from s3stream.testing.sim.bucket import BucketObserver, Grace
 from s3stream.testing.sim.disk import SimDisks
 from s3stream.testing.sim.model import Append, AuditFailure, PartModel, Row, SimRecord
 from s3stream.testing.sim.process import SimProcess, derive
+from s3stream.testing.sim.reading import read_all, table_rows
+from s3stream.testing.sim.setup import ALTERS, SimRandom, store_settings, topics
 
 __all__ = ["CRASH_POINTS", "SimOptions", "SimResult", "repro_command", "run_seed"]
 
@@ -150,88 +148,6 @@ def _quiet() -> Iterator[None]:
             lg.setLevel(level)
 
 
-class SimRandom:
-    """The simulation's own choices, from a seeded :class:`IdSource` (the injected randomness)."""
-
-    def __init__(self, seed: int) -> None:
-        self._ids = IdSource(seed)
-
-    def random(self) -> float:
-        return self._ids.random()
-
-    def randrange(self, stop: int) -> int:
-        return self._ids.randrange(stop)
-
-    def randint(self, low: int, high: int) -> int:
-        return low + self._ids.randrange(high - low + 1)
-
-    def choice(self, items: Sequence[T]) -> T:
-        return items[self._ids.randrange(len(items))]
-
-    def sample(self, items: Sequence[T], k: int) -> list[T]:
-        pool = list(items)
-        return [pool.pop(self._ids.randrange(len(pool))) for _ in range(k)]
-
-
-# -- topics and settings ---------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class _Topic:
-    name: str
-    partitions: int
-    config: dict[str, str]
-
-    @property
-    def compact(self) -> bool:
-        return "compact" in self.config["cleanup.policy"]
-
-    @property
-    def delete(self) -> bool:
-        return "delete" in self.config["cleanup.policy"]
-
-
-def _settings(rng: SimRandom) -> dict[str, Any]:
-    flush_interval = rng.choice([20, 100, 400])
-    return {
-        "background": "manual", "probe": False, "ack": rng.choice(["wal", "wal", "s3"]),
-        "flush_interval_ms": flush_interval, "flush_bytes": rng.choice([600, 4096, 1 << 20]),
-        "buffer_bytes": rng.choice([6000, 64 << 10, 1 << 20]), "max_block_ms": rng.choice([800, 3000]),
-        "upload_concurrency": rng.choice([1, 2, 3]), "upload_retry_backoff_ms": 20,
-        "upload_retry_backoff_max_ms": rng.choice([100, 400]), "seal_concurrency": rng.choice([1, 2]),
-        "cache_bytes": rng.choice([0, 20_000, 8 << 20]), "read_ahead_bytes": rng.choice([0, 64 << 10]),
-        "orphan_min_age_ms": rng.choice([2000, 20_000]), "manifest_min_age_ms": rng.choice([1000, 20_000]),
-        "commit_timeout_ms": 5000, "wal_file_bytes": rng.choice([2048, 64 << 10]),
-        "segment_row_group_bytes": rng.choice([200, 1 << 20]),
-    }
-
-
-def _topics(rng: SimRandom) -> list[_Topic]:
-    def common() -> dict[str, str]:
-        return {"segment.bytes": str(rng.choice([300, 1500, 20_000])),
-                "segment.ms": str(rng.choice([500, 5000, 60_000])),
-                "file.delete.delay.ms": str(rng.choice([0, 2000, 30_000]))}
-
-    return [
-        _Topic("d", 2, {**common(), "cleanup.policy": "delete",
-                        "retention.ms": str(rng.choice([3000, 30_000, -1]))}),
-        _Topic("c", 1, {**common(), "cleanup.policy": "compact",
-                        "min.cleanable.dirty.ratio": str(rng.choice([0.01, 0.3])),
-                        "delete.retention.ms": str(rng.choice([0, 5000]))}),
-        _Topic("cd", 1, {**common(), "cleanup.policy": "compact,delete",
-                         "retention.ms": str(rng.choice([5000, 60_000])),
-                         "min.cleanable.dirty.ratio": "0.01", "delete.retention.ms": "1000"}),
-    ]
-
-
-#: Config changes the simulation makes (key -> choices).
-_ALTERS: dict[str, tuple[str, ...]] = {
-    "segment.bytes": ("200", "2000", "50000"), "segment.ms": ("300", "4000", "100000"),
-    "retention.ms": ("2000", "20000", "-1"), "file.delete.delay.ms": ("0", "1000", "20000"),
-    "min.cleanable.dirty.ratio": ("0.01", "0.5"), "delete.retention.ms": ("0", "3000"),
-}
-
-
 # -- the simulation ------------------------------------------------------------------------------------------
 
 
@@ -243,8 +159,8 @@ class Simulation:
         self.options = options
         self.rng = SimRandom(derive(seed, "actions"))
         setup = SimRandom(derive(seed, "setup"))
-        self.settings = _settings(setup)
-        self.topics = _topics(setup)
+        self.settings = store_settings(setup)
+        self.topics = topics(setup)
         latency: LatencyProfile | None = None
         if setup.random() < 0.3:
             latency = LATENCY_PROFILES[setup.choice(["lan", "s3-express", "s3-standard"])]
@@ -680,8 +596,8 @@ class Simulation:
 
     def _alter(self, p: SimProcess) -> str:
         topic = self.rng.choice([t.name for t in self.topics])
-        key = self.rng.choice(sorted(_ALTERS))
-        value = self.rng.choice(_ALTERS[key])
+        key = self.rng.choice(sorted(ALTERS))
+        value = self.rng.choice(ALTERS[key])
         if key == "retention.ms" and "delete" not in self.configs[topic]["cleanup.policy"]:
             key, value = "segment.ms", "2000"
         if key == "file.delete.delay.ms":
@@ -832,7 +748,7 @@ class Simulation:
         try:
             with proc.faulty.paused():
                 plog = proc.store.partition(*key)
-                rows, log_start, leo = _read_all(plog) if full else self._read_fast(plog, self.parts[key])
+                rows, log_start, leo = read_all(plog) if full else self._read_fast(plog, self.parts[key])
         except S3StreamError as exc:
             raise AuditFailure(f"step {self.step_no} ({when}): reading {key[0]}-{key[1]} through "
                                f"{proc.name}#{proc.incarnation} failed: {type(exc).__name__}: {exc}") from exc
@@ -857,51 +773,17 @@ class Simulation:
         tail read through ``plog``."""
         m = self.observer.latest.get(part.prefix)
         if m is None:
-            return _read_all(plog)
+            return read_all(plog)
         rows: list[Row] = []
         for seg in m.segments:
             if seg.end_offset > m.log_start_offset:
                 rows.extend(r for r in self._segment_rows(seg) if r.offset >= m.log_start_offset)
-        tail, _, leo = _read_all(plog, start=max(m.next_offset, m.log_start_offset))
+        tail, _, leo = read_all(plog, start=max(m.next_offset, m.log_start_offset))
         return rows + tail, m.log_start_offset, max(leo, m.next_offset)
 
     def _segment_rows(self, seg: SegmentRef) -> list[Row]:
         cached = self._segments.get(seg.key)
         if cached is None:
             reader = SegmentReader(ranged_fetch(self.observer.inner, seg.key), seg.object_size, source=seg.key)
-            cached = self._segments[seg.key] = _rows(reader.read_all(), seg.offset_delta)
+            cached = self._segments[seg.key] = table_rows(reader.read_all(), seg.offset_delta)
         return cached
-
-
-def _rows(table: pa.Table, delta: int = 0) -> list[Row]:
-    offsets = table.column("offset").to_pylist()
-    keys = table.column("key").to_pylist()
-    tombstones = table.column("value").is_null().to_pylist()
-    headers = table.column("headers").to_pylist()
-    out: list[Row] = []
-    for off, k, tomb, hs in zip(offsets, keys, tombstones, headers, strict=True):
-        ident = next((h["value"].decode() for h in hs or () if h["key"] == "sim"), "?")
-        out.append(Row(off + delta, ident, k, bool(tomb)))
-    return out
-
-
-def _read_all(plog: PartitionLog, *, start: int | None = None) -> tuple[list[Row], int, int]:
-    log_start, leo = plog.log_start_offset, plog.log_end_offset
-    rows: list[Row] = []
-    pos = log_start if start is None else max(start, log_start)
-    while pos < leo:
-        try:
-            table = plog.read_arrow(pos, max_bytes=1 << 20)
-        except OffsetOutOfRange as exc:
-            # another process moved the log start since this one's view: a reader starts again from there
-            moved = exc.log_start_offset
-            if moved is None or moved <= pos or rows:
-                raise
-            pos = log_start = moved
-            continue
-        if table.num_rows == 0:
-            break
-        got = _rows(table)
-        rows.extend(got)
-        pos = got[-1].offset + 1
-    return rows, log_start, leo
