@@ -61,6 +61,7 @@ from benchmarks.kafka_data import Checksums, CpuMeter, ServerMeter, Values, expe
 from benchmarks.kafka_process import ClientProcess
 from s3stream.apps.kafka.config import BrokerConfig
 from s3stream.apps.kafka.server import KafkaServerThread
+from s3stream.base.allocator import tune_allocator
 from s3stream.base.errors import S3StreamError
 
 __all__ = ["KafkaBenchConfig", "make_config", "measure", "render_markdown", "run", "run_standalone"]
@@ -311,6 +312,7 @@ def _figures(body: dict[str, Any]) -> list[Figure]:
 
 def run(spec: str, cfg: KafkaBenchConfig, work_dir: Path) -> dict[str, Any]:
     """Open the target, measure every phase, and return the result document."""
+    tune_allocator(request_buffers=True)  # as ``s3stream serve`` runs its listener (both paths share it)
     doc = Run.start("kafka")
     with open_target(spec, work_dir) as target:
         body = measure(target, cfg)

@@ -49,7 +49,8 @@ def ingest(logs: Sequence[PartitionLog], values: Values, counts: list[int], *, t
             for first in range(0, max(counts[p] for p in mine), batch_records):
                 for p in mine:
                     if first < counts[p]:
-                        batch = _batch(values.batch(p, first, min(batch_records, counts[p] - first)))
+                        batch = pa.record_batch([values.arrow(p, first, min(batch_records, counts[p] - first))],
+                                                names=["value"])
                         pending.append(logs[p].append_arrow_async(batch, ack=ack))
                         if len(pending) >= window:
                             pending.popleft().result()

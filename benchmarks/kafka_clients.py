@@ -9,6 +9,7 @@ trip it saw, which is the server's produce latency (with acks=all: until the rec
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 import time
@@ -16,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 
 from benchmarks.core.measure import mb_per_s
@@ -94,6 +96,10 @@ class Stats:
                 "queue_latency_mean_ms": ms(self._weighted(brokers("int_latency"), "avg"))}
 
 
+#: records per partition whose values the produce phase builds at once (:meth:`Values.chunk`)
+_CHUNK = 1024
+
+
 def _produce(producer: Producer, topic: str, value: bytes, partition: int) -> None:
     while True:
         try:
@@ -116,14 +122,15 @@ def produce_all(bootstrap: str, topic: str, values: Values, counts: list[int], *
     config = producer_config(bootstrap, linger_ms=linger_ms, batch_bytes=batch_bytes)
     producer = Producer({**config, "delivery.report.only.error": True, "on_delivery": on_delivery,
                          "stats_cb": stats.callback})
-    partitions, longest = len(counts), max(counts)
+    partitions, longest, size = len(counts), max(counts), values.record_bytes
     started = time.perf_counter()
-    for i in range(longest):
+    for first in range(0, longest, _CHUNK):  # a chunk of each partition in turn, its values built at once
         for p in range(partitions):
-            if i < counts[p]:
-                _produce(producer, topic, values.value(p, i), p)
-        if i % 64 == 0:
-            producer.poll(0)
+            if first < counts[p]:
+                chunk = bytes(values.chunk(p, first, min(_CHUNK, counts[p] - first)))
+                for at in range(0, len(chunk), size):
+                    _produce(producer, topic, chunk[at:at + size], p)
+                producer.poll(0)
     left = producer.flush(timeout_s)
     seconds = time.perf_counter() - started
     producer.poll(0.6)  # one more statistics interval
@@ -161,6 +168,33 @@ def _take(msg: Message, seen: Checksums, next_offset: list[int], problems: list[
     return value
 
 
+def _take_all(msgs: list[Message], seen: Checksums, next_offset: list[int], problems: list[str], what: str) -> None:
+    """:func:`_take` for a list of messages at a few C-level calls per message: runs of one partition are
+    checked for consecutive offsets with numpy and their values CRC'd joined (a CRC32C chained over values is
+    the CRC of their concatenation), as the Python API's reads are checked column-wise (``values_crc``)."""
+    if any(msg.error() is not None for msg in msgs):
+        for msg in msgs:
+            _take(msg, seen, next_offset, problems, what)
+        return
+    parts = np.fromiter((msg.partition() for msg in msgs), dtype=np.int64, count=len(msgs))
+    offsets = np.fromiter((msg.offset() for msg in msgs), dtype=np.int64, count=len(msgs))
+    values = [msg.value() for msg in msgs]
+    cuts = [0, *(np.flatnonzero(np.diff(parts)) + 1).tolist(), len(msgs)]
+    for start, end in itertools.pairwise(cuts):
+        p = int(parts[start])
+        run = [v for v in values[start:end] if type(v) is bytes]
+        if not 0 <= p < seen.partitions or len(run) != end - start:
+            for msg in msgs[start:end]:
+                _take(msg, seen, next_offset, problems, what)
+            continue
+        expected = np.arange(next_offset[p], next_offset[p] + end - start, dtype=np.int64)
+        if not np.array_equal(offsets[start:end], expected) and len(problems) < _MAX_PROBLEMS:
+            problems.append(f"{what}: partition {p}: offsets {int(offsets[start])}..{int(offsets[end - 1])} where "
+                            f"{next_offset[p]}.. was next, consecutively")
+        next_offset[p] = int(offsets[end - 1]) + 1
+        seen.add_joined(p, b"".join(run), end - start)
+
+
 def consume_all(bootstrap: str, topic: str, partitions: int, expected: int, *, group: str, idle_timeout_s: float
                 ) -> dict[str, Any]:
     """Read every partition from offset 0 until ``expected`` records came; the checksums and the time taken."""
@@ -179,8 +213,7 @@ def consume_all(bootstrap: str, topic: str, partitions: int, expected: int, *, g
                                           f"(nothing for {idle_timeout_s:g} s)")
                 continue
             last_progress = time.perf_counter()
-            for msg in msgs:
-                _take(msg, seen, next_offset, problems, "Kafka catch-up")
+            _take_all(msgs, seen, next_offset, problems, "Kafka catch-up")
         seconds = time.perf_counter() - started
     finally:
         consumer.close()

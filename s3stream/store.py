@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Mapping
+from concurrent.futures import Executor
 from types import TracebackType
 from typing import Any
 
@@ -19,6 +20,7 @@ from s3stream.base.clock import Clock, SystemClock
 from s3stream.base.crashpoints import CrashPoints
 from s3stream.base.errors import InvalidArgument, InvalidConfig, UnknownTopic
 from s3stream.base.ids import IdSource
+from s3stream.base.inline import InlineExecutor
 from s3stream.base.settings import StoreSettings, default_wal_dir
 from s3stream.base.topic_config import effective_topic_config
 from s3stream.engine.runtime import Runtime
@@ -66,13 +68,16 @@ def open_store(url: str, *, clock: Clock | None = None, ids: IdSource | None = N
     ids = ids or IdSource()
     scheme = parse_store_url(url).scheme
     seal_in_workers = _seal_in_workers(settings, scheme, injected=object_store is not None)
+    # background=manual: what would run on threads of the object store's own (a file:// store's direct
+    # writes, the probe's racing PUTs) runs inline, in the opening or writing thread, in order
+    inline: Executor | None = InlineExecutor() if settings.background == "manual" else None
     # an S3 store opened here is listed once first, failing fast: a closed port or a wrong secret is a
     # StoreAccessError in seconds, not a probe finding (UnsafeStore) after ~20 s of retries
-    objstore = object_store or open_object_store(url, clock=clock, ids=ids, check_access=True)
+    objstore = object_store or open_object_store(url, clock=clock, ids=ids, check_access=True, io_executor=inline)
     if settings.probe and scheme != "memory":
         from s3stream.objectstore.probe import probe_conditional_writes, require_safe
 
-        result = probe_conditional_writes(objstore, ids)
+        result = probe_conditional_writes(objstore, ids, executor=inline)
         require_safe(result)
         if result.mode != "full":
             log.warning("object store %s: %s", objstore.url, "; ".join(result.findings))

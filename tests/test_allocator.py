@@ -20,7 +20,7 @@ def _run(env: dict[str, str]) -> str:
 
 
 _GLIBC = platform.system() == "Linux" and platform.libc_ver()[0] == "glibc"
-_ENV = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_ARENA_MAX")
+_ENV = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_ARENA_MAX", "MALLOC_TRIM_THRESHOLD_")
 
 
 @pytest.mark.skipif(not _GLIBC, reason="glibc only")
@@ -35,3 +35,13 @@ def test_an_operators_environment_setting_wins() -> None:
     assert _run({**env, "MALLOC_MMAP_THRESHOLD_": "65536"}) == "True 2 glibc arenas, MALLOC_MMAP_THRESHOLD_=65536"
     both = {**env, "MALLOC_MMAP_THRESHOLD_": "65536", "MALLOC_ARENA_MAX": "4"}
     assert _run(both) == "False MALLOC_MMAP_THRESHOLD_=65536, MALLOC_ARENA_MAX=4"
+
+
+@pytest.mark.skipif(not _GLIBC, reason="glibc only")
+def test_the_kafka_servers_request_buffers_setting_replaces_the_pinned_threshold() -> None:
+    env = {k: v for k, v in os.environ.items() if k not in _ENV}
+    probe = ("from s3stream.base.allocator import allocator_setting, tune_allocator; tune_allocator(); "
+             "print(tune_allocator(request_buffers=True), allocator_setting())")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, env=env,
+                         timeout=60).stdout.strip()
+    assert out == "True glibc mmap threshold 4194304 B, 2 glibc arenas, trim threshold 33554432 B"

@@ -235,6 +235,15 @@ class SeaweedFS:
             stop_process_group(proc)
             _remove_grpc_sockets(self._ports)
 
+    def kill(self) -> None:
+        """SIGKILL the server's process group (a crash, not a shutdown) and reap it; the data stays."""
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
+            _remove_grpc_sockets(self._ports)
+
 
 @contextlib.contextmanager
 def seaweedfs_instance(tmpdir: str | Path, *, startup_timeout_s: float = 60.0,

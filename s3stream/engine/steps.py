@@ -12,7 +12,8 @@ gets the same outcome for the same seed. The periodic passes above the engine ar
 ``Cleaner.run_pass`` (``CleanerService.step``) and ``Store.collect_garbage`` (``serve`` and the cleaner
 service loop over exactly these). What the threaded mode runs on pools runs inline in the caller's thread:
 manifest probes of sealed-tier reads, read-ahead and prefetches (``Runtime.fetches``), the cleaner's scans,
-decodes and output uploads (``Runtime.pool``); seals never go to worker processes.
+decodes and output uploads (``Runtime.pool``), a ``file://`` store's direct writes and the open's capability
+probe (``open_store`` hands both an inline executor); seals never go to worker processes.
 """
 from __future__ import annotations
 

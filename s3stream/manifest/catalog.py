@@ -58,6 +58,7 @@ class TopicCatalog:
         self._lock = threading.Lock()
         self._docs: dict[str, tuple[TopicDoc | None, float]] = {}
         self._vstores: dict[str, VersionedStore[TopicDoc]] = {}
+        self._configs: dict[str, tuple[TopicDoc, TopicConfig]] = {}  # by the document it was parsed from
         self._index: VersionedStore[TopicIndex] = topic_index_store(store, clock=clock, ids=ids)
 
     def versions(self, name: str) -> VersionedStore[TopicDoc]:
@@ -102,7 +103,14 @@ class TopicCatalog:
         return doc
 
     def config(self, name: str, *, refresh: bool = False) -> TopicConfig:
-        return TopicConfig.from_overrides(self.get(name, refresh=refresh).config)
+        """The topic's parsed config: parsed once per document (a Kafka server asks on every produce)."""
+        doc = self.get(name, refresh=refresh)
+        hit = self._configs.get(name)
+        if hit is not None and hit[0] is doc:
+            return hit[1]
+        cfg = TopicConfig.from_overrides(doc.config)
+        self._configs[name] = (doc, cfg)
+        return cfg
 
     def effective_config(self, name: str) -> dict[str, str]:
         return effective_topic_config(self.get(name, refresh=True).config)

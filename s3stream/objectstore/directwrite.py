@@ -8,7 +8,9 @@ copy). RocksDB makes the same choice for its flush and compaction outputs
 staging buffer (reused across writes and files, so its pages stay resident) and writes it with
 ``O_DIRECT`` on an I/O thread while the caller fills the next one (a direct write waits for the device;
 writing behind the caller took ~7% off a cleaning round, whose output threads had been waiting for it);
-the unaligned tail of a file is written through the page cache.
+the unaligned tail of a file is written through the page cache. A store without background threads
+(``background=manual``) hands its writers an executor of its own instead of that pool (an inline one: each
+full buffer is written in the caller's thread, at once and in order).
 
 Where ``O_DIRECT`` does not exist or the file system refuses it (tmpfs on older kernels, some FUSE
 mounts, macOS), and for files smaller than one staging buffer (a synchronous device write would cost
@@ -22,7 +24,7 @@ import fcntl
 import mmap
 import os
 import threading
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 
 __all__ = ["ALIGN", "STAGING_BYTES", "FileWriter", "write_file"]
 
@@ -104,11 +106,13 @@ class FileWriter:
     wait for between its own pieces of work. At most one write of a file is in flight, so its error
     surfaces at the next full buffer or at :meth:`close`. A file that never fills one staging buffer is
     written through the page cache on :meth:`close`: a synchronous device write would cost it more than
-    the copy it saves. Every write goes to an explicit offset (``pwrite``).
+    the copy it saves. Every write goes to an explicit offset (``pwrite``). ``executor`` runs the writes of
+    full buffers (None: the process-wide I/O threads).
     """
 
-    def __init__(self, fd: int) -> None:
+    def __init__(self, fd: int, *, executor: Executor | None = None) -> None:
         self._fd = fd
+        self._executor = executor
         self._direct: bool | None = None  # decided at the first full staging buffer
         self._staging: mmap.mmap | None = None
         self._fill = 0
@@ -148,7 +152,8 @@ class FileWriter:
         assert self._staging is not None
         self._wait()
         full, offset = self._staging, self._offset
-        self._inflight = (_io_pool().submit(self._write_staged, full, offset), full)
+        pool = self._executor if self._executor is not None else _io_pool()
+        self._inflight = (pool.submit(self._write_staged, full, offset), full)
         self._staging, self._fill = _take_staging(), 0
         self._offset += STAGING_BYTES
 
@@ -215,8 +220,9 @@ class FileWriter:
             _give_staging(staging)
 
 
-def write_file(fd: int, data: bytes | bytearray | memoryview) -> None:
-    """Write ``data`` to the new, empty file ``fd`` (directly when it fills a staging buffer)."""
-    writer = FileWriter(fd)
+def write_file(fd: int, data: bytes | bytearray | memoryview, *, executor: Executor | None = None) -> None:
+    """Write ``data`` to the new, empty file ``fd`` (directly when it fills a staging buffer; ``executor``
+    as in :class:`FileWriter`)."""
+    writer = FileWriter(fd, executor=executor)
     writer.write(data)
     writer.close()

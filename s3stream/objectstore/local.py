@@ -11,6 +11,8 @@ temp-file-then-rename publishing, the If-Match lock files, containment under the
   ``head`` and recomputed from the file when a CAS decides on it.
 * Files of a MiB or more are written with ``O_DIRECT``: they are fsynced before they are published
   anyway, and copying them into the page cache only cost CPU (:mod:`~s3stream.objectstore.directwrite`).
+  Those writes run behind the writer on the process-wide I/O threads, or on ``io_executor`` (a store
+  without background threads passes an inline one: they run in the writer's thread, in order).
 * Unconditional puts do not lock: last writer wins, as on S3. Listings never follow symlinks.
 * Object modification times come from the injected :class:`Clock` (set with ``os.utime`` before
   publishing), so a ``ManualClock`` drives GC ages on this backend exactly as on the memory backend.
@@ -26,6 +28,7 @@ import stat
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Executor
 from pathlib import Path
 
 import pyarrow as pa
@@ -70,8 +73,9 @@ def _read_pooled(fd: int, start: int, n: int) -> memoryview:
 class LocalObjectStore:
     """Objects as files under ``root``; thread- and process-safe for the conditional writes."""
 
-    def __init__(self, root: str | Path, *, clock: Clock | None = None) -> None:
+    def __init__(self, root: str | Path, *, clock: Clock | None = None, io_executor: Executor | None = None) -> None:
         self._clock = clock or SystemClock()
+        self._io = io_executor  # runs direct writes of full staging buffers (None: the process-wide I/O threads)
         self._files = LocalFiles(root)
         self._etags: OrderedDict[str, tuple[int, int, int, int, str]] = OrderedDict()
         self._etags_lock = threading.Lock()
@@ -96,7 +100,7 @@ class LocalObjectStore:
         etag = content_etag(data)
         now_ms = self._clock.now_ms()
         try:
-            tmp = files.write_temp(data, now_ms)
+            tmp = files.write_temp(data, now_ms, writes=self._io)
         except OSError as exc:
             raise files.error(exc, key, "write") from exc
         try:
@@ -114,7 +118,7 @@ class LocalObjectStore:
         """Bytes go to the temp file as they come, whatever ``part_bytes``: a file has no minimum part and
         no per-request cost, so the writer holds less and the disk works while it produces the rest."""
         self._files.path(key)  # refuse bad keys now, not at the end
-        return LocalUpload(key, part_bytes, files=self._files, clock=self._clock, put=self.put)
+        return LocalUpload(key, part_bytes, files=self._files, clock=self._clock, put=self.put, writes=self._io)
 
     # -- ETags ------------------------------------------------------------------------------------
 

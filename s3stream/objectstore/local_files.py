@@ -30,6 +30,7 @@ import os
 import tempfile
 import threading
 from collections.abc import Iterator
+from concurrent.futures import Executor
 from pathlib import Path
 
 from s3stream.base.errors import (
@@ -183,11 +184,13 @@ class LocalFiles:
 
     # -- publishing -------------------------------------------------------------------------------
 
-    def write_temp(self, data: bytes | bytearray | memoryview, now_ms: int) -> Path:
-        """Write ``data`` to a fresh temp file stamped with ``now_ms`` and fsync it."""
+    def write_temp(self, data: bytes | bytearray | memoryview, now_ms: int, *,
+                   writes: Executor | None = None) -> Path:
+        """Write ``data`` to a fresh temp file stamped with ``now_ms`` and fsync it (``writes``: where its
+        direct writes run, see :class:`~s3stream.objectstore.directwrite.FileWriter`)."""
         fd, name = tempfile.mkstemp(dir=self.tmp_dir, prefix="put-", suffix=".tmp")
         try:
-            write_file(fd, data)
+            write_file(fd, data, executor=writes)
             now_ns = now_ms * 1_000_000
             os.utime(fd, ns=(now_ns, now_ns))
             os.fsync(fd)

@@ -4,8 +4,8 @@ A seal or a cleaner round streams objects of hundreds of MiB; buffering a part i
 must) would cost a copy and fresh pages for every byte, while a file has no minimum part and no
 per-request cost. So :class:`LocalUpload` writes straight into one temp file of the store's tree and, on
 ``complete``, publishes it exactly as an unconditional put does (:class:`~.local_files.LocalFiles`);
-``abort`` deletes the temp file. It is given the tree, the clock and the store's ``put`` (for an empty
-object) explicitly, not the store.
+``abort`` deletes the temp file. It is given the tree, the clock, the store's ``put`` (for an empty
+object) and where its direct writes run explicitly, not the store.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import contextlib
 import os
 import tempfile
 from collections.abc import Callable
+from concurrent.futures import Executor
 from pathlib import Path
 
 from s3stream.base.clock import Clock
@@ -41,12 +42,13 @@ class LocalUpload(UploadState):
     """
 
     def __init__(self, key: str, part_bytes: int, *, files: LocalFiles, clock: Clock,
-                 put: Callable[[str, bytes], ObjectMeta]) -> None:
+                 put: Callable[[str, bytes], ObjectMeta], writes: Executor | None = None) -> None:
         check_part_bytes(part_bytes)
         super().__init__(key)
         self._files = files
         self._clock = clock
         self._put = put  # an object of no bytes is a plain put (no temp file was made)
+        self._writes = writes  # runs the FileWriter's direct writes (None: the process-wide I/O threads)
         self._fd: int | None = None
         self._tmp: Path | None = None
         self._writer: FileWriter | None = None
@@ -61,7 +63,7 @@ class LocalUpload(UploadState):
             try:
                 if self._fd is None:
                     fd, name = tempfile.mkstemp(dir=self._files.tmp_dir, prefix="upload-", suffix=".tmp")
-                    self._fd, self._tmp, self._writer = fd, Path(name), FileWriter(fd)
+                    self._fd, self._tmp, self._writer = fd, Path(name), FileWriter(fd, executor=self._writes)
                 assert self._writer is not None
                 self._writer.write(view)
                 self._etag.update(view)

@@ -8,7 +8,10 @@ Steps, on scratch keys under ``_probe/{token}/`` (deleted afterwards, best effor
    a success means broken (MinIO before #21526), and the key must not appear;
 4. ``If-Match`` with the current ETag: expect success;
 5. ``parallel`` concurrent ``If-None-Match`` PUTs of one fresh key: expect exactly one winner, and the
-   stored body to be the winner's (skipped when ``parallel < 2``).
+   stored body to be the winner's (skipped when ``parallel < 2``). They race on threads of their own, or
+   run on the ``executor`` given: a store without background threads (``background=manual``) passes an
+   inline one, so its probe starts no thread and its PUTs go one after another, in a deterministic order
+   (exactly one winner is still required; only concurrency is not exercised).
 
 Outcome (:attr:`ProbeResult.mode`), the fallback ladder of §4.6:
 
@@ -27,7 +30,7 @@ not cleaned up (each delete would fail the same way, after its retries).
 from __future__ import annotations
 
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -65,9 +68,11 @@ def require_safe(result: ProbeResult) -> None:
                           "protocol: " + "; ".join(result.findings or ["put-if-absent is not honoured"]))
 
 
-def probe_conditional_writes(store: ObjectStore, ids: IdSource, *, parallel: int = 16) -> ProbeResult:
-    """Probe ``store``'s conditional writes (steps in the module docstring); leaves no keys behind
-    unless access to the store is lost (raises :class:`StoreAccessError`)."""
+def probe_conditional_writes(store: ObjectStore, ids: IdSource, *, parallel: int = 16,
+                             executor: Executor | None = None) -> ProbeResult:
+    """Probe ``store``'s conditional writes (steps in the module docstring; ``executor`` runs the racers of
+    step 5, None: threads of their own); leaves no keys behind unless access to the store is lost (raises
+    :class:`StoreAccessError`)."""
     base = f"_probe/{ids.token(8)}/"
     findings: list[str] = []
     reachable = True
@@ -76,7 +81,7 @@ def probe_conditional_writes(store: ObjectStore, ids: IdSource, *, parallel: int
         if_match = put_if_absent and _probe_if_match(store, base + "a", base + "missing", findings)
         atomic: bool | None = None
         if put_if_absent and parallel >= 2:
-            atomic = _probe_race(store, base + "race", parallel, findings)
+            atomic = _probe_race(store, base + "race", parallel, findings, executor)
     except StoreAccessError:
         reachable = False
         raise
@@ -159,13 +164,16 @@ def _probe_if_match(store: ObjectStore, key: str, missing: str, findings: list[s
     return ok
 
 
-def _probe_race(store: ObjectStore, key: str, parallel: int, findings: list[str]) -> bool | None:
-    """``parallel`` threads race put-if-absent on ``key``; True iff exactly one won (and it shows)."""
-    barrier = threading.Barrier(parallel)
+def _probe_race(store: ObjectStore, key: str, parallel: int, findings: list[str],
+                executor: Executor | None) -> bool | None:
+    """``parallel`` racers put-if-absent ``key``; True iff exactly one won (and it shows). Without ``executor``
+    they are threads of their own, lined up by a barrier; on ``executor`` they run as it schedules them."""
+    barrier = threading.Barrier(parallel) if executor is None else None
 
     def attempt(i: int) -> str:
         body = f"racer-{i}".encode()
-        barrier.wait(timeout=30)
+        if barrier is not None:
+            barrier.wait(timeout=30)
         try:
             store.put(key, body, if_none_match=True)
         except PreconditionFailed:
@@ -176,8 +184,11 @@ def _probe_race(store: ObjectStore, key: str, parallel: int, findings: list[str]
             return f"error: {type(exc).__name__}: {exc}"
         return "won"
 
-    with ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="s3stream-probe") as pool:
-        outcomes = list(pool.map(attempt, range(parallel)))
+    if executor is not None:
+        outcomes = list(executor.map(attempt, range(parallel)))
+    else:
+        with ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="s3stream-probe") as pool:
+            outcomes = list(pool.map(attempt, range(parallel)))
     winners = [i for i, o in enumerate(outcomes) if o == "won"]
     errors = sorted({o for o in outcomes if o.startswith("error")})
     if len(winners) > 1:

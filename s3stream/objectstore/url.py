@@ -18,6 +18,7 @@ not silently fall back to AWS.
 from __future__ import annotations
 
 import re
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import parse_qsl, unquote, urlsplit
@@ -97,12 +98,13 @@ def _parse_file(netloc: str, path: str, url: str) -> StoreUrl:
 
 
 def open_object_store(url: str, *, clock: Clock | None = None, ids: IdSource | None = None,
-                      check_access: bool = False) -> ObjectStore:
+                      check_access: bool = False, io_executor: Executor | None = None) -> ObjectStore:
     """Open the ObjectStore ``url`` names (see the module docstring for the forms).
 
     ``check_access`` (for opening a store): an S3 store is listed once, failing fast
     (:meth:`~s3stream.objectstore.s3.S3ObjectStore.check_access`), so a wrong endpoint, bucket or
-    secret is reported at open, in seconds.
+    secret is reported at open, in seconds. ``io_executor``: where a ``file://`` store's direct writes run
+    (:class:`~s3stream.objectstore.local.LocalObjectStore`; None: the process-wide I/O threads).
 
     Raises:
         InvalidRequest: a malformed URL or endpoint_url, a relative file path or an unknown query parameter.
@@ -120,7 +122,7 @@ def open_object_store(url: str, *, clock: Clock | None = None, ids: IdSource | N
     if parsed.scheme == "file":
         from s3stream.objectstore.local import LocalObjectStore
 
-        return LocalObjectStore(parsed.bucket_or_path, clock=clock)
+        return LocalObjectStore(parsed.bucket_or_path, clock=clock, io_executor=io_executor)
     from s3stream.objectstore.s3 import S3ObjectStore  # imported lazily: boto3 is slow to import
 
     region = parsed.params.get("region") or None

@@ -17,7 +17,10 @@ queue order, against the writer's producer state (a fork of it, so a round that 
 the same time as offsets are assigned, so one producer's pipelined batches are checked in the order sent.
 A rejected batch's future fails (ProducerFenced, OutOfOrderSequence) and a duplicate's resolves with the
 original offsets: at once when the original is acknowledged (or was written before this process), else
-when the original's future resolves (with its error, if it fails). Neither is written. The batches written
+when the original's future resolves (with its error, if it fails: a duplicate of a failed original fails
+as it did, until the original's records are in a committed WAL object); an ``ack=s3`` duplicate of an original
+not yet in a committed WAL object that no ``ack=s3`` future awaits fails with StoreUnavailable (retriable:
+it must not be acknowledged from the local WAL alone). Neither is written. The batches written
 are recorded in the producer state once their entry is in the local WAL, and travel with it (the WAL entry
 and the WAL object list them), which is what a restart or a takeover rebuilds the state from. Appends
 without a producer cost one ``is None`` check.
@@ -40,7 +43,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from s3stream.base.errors import Fenced, InternalError, S3StreamError
+from s3stream.base.errors import Fenced, InternalError, S3StreamError, StoreUnavailable
 from s3stream.base.futures import settle
 from s3stream.base.producer import ProducerAppend
 from s3stream.base.records import AppendResult
@@ -75,6 +78,7 @@ class _Queued:
     started: float
     node: NodeRuntime
     result: AppendResult | None = None
+    on_wal: Callable[[AppendResult], None] | None = None
 
 
 class Appender:
@@ -89,7 +93,7 @@ class Appender:
         self._drainer: AppendDrainer | None = None  # while appends are queued or a round runs: it counts us busy
         self._sequenced = 0  # appends queued with a producer batch (a round with none skips the checks)
         #: producer appends written and not yet acknowledged, by base offset (a duplicate waits for its original)
-        self._unacked: dict[int, Future[AppendResult]] = {}
+        self._unacked: dict[int, _Queued] = {}
         #: base offsets of WAL entries written and not yet fsynced, oldest first: the high watermark is the
         #: first of them (the log end when there is none); insertion order is offset order (under st.lock)
         self._unsynced: dict[int, None] = {}
@@ -115,12 +119,13 @@ class Appender:
         return self._state.log_id
 
     def submit(self, node: NodeRuntime, prepared: PreparedAppend, *, ack_s3: bool, started: float,
-               inline: bool) -> Future[AppendResult]:
-        """Queue a validated append; with ``inline``, run the round in this thread when one may start now."""
+               inline: bool, on_wal: Callable[[AppendResult], None] | None = None) -> Future[AppendResult]:
+        """Queue a validated append; with ``inline``, run the round in this thread when one may start now.
+        ``on_wal(result)`` runs once its entry is fsynced (see ``PartitionLog.append_arrow_async``)."""
         future: Future[AppendResult] = Future()
         future.set_running_or_notify_cancel()  # a queued append cannot be taken back
         with self._cond:
-            self._items.append(_Queued(prepared, ack_s3, future, started, node))
+            self._items.append(_Queued(prepared, ack_s3, future, started, node, on_wal=on_wal))
             if prepared.producer is not None:
                 self._sequenced += 1
             drainer = self._start_locked(node.drainer)
@@ -228,7 +233,7 @@ class Appender:
         table = w.producers.fork()
         offset = w.leo
         accepted: list[_Queued] = []
-        in_round: dict[int, Future[AppendResult]] = {}
+        in_round: dict[int, _Queued] = {}
         for q in items:
             p = q.prepared
             batch = p.producer
@@ -240,10 +245,22 @@ class Appender:
                     continue
                 if original is not None:
                     pending = in_round.get(original.base_offset) or self._unacked.get(original.base_offset)
-                    settled.append((q, original if pending is None else pending))
+                    if pending is not None and pending.future.done() and original.last_offset < w.unflushed_from:
+                        # an original that failed, yet whose records reached a committed WAL object: they are
+                        # the log's, durable, and its duplicates get their offsets
+                        self._unacked.pop(original.base_offset, None)
+                        pending = None
+                    if q.ack_s3 and original.last_offset >= w.unflushed_from and (pending is None
+                                                                                   or not pending.ack_s3):
+                        # its original is not in a committed WAL object, and nothing here waits for one
+                        settled.append((q, StoreUnavailable(
+                            f"{self.log_id}: the original of this duplicate batch (offsets {original.base_offset}.."
+                            f"{original.last_offset}) is not in the object store yet; retry (ack=s3)")))
+                        continue
+                    settled.append((q, original if pending is None else pending.future))
                     continue
                 table.record(ProducerAppend.of(batch, offset), now)
-                in_round[offset] = q.future
+                in_round[offset] = q
             accepted.append(q)
             offset += p.count
         return accepted
@@ -262,11 +279,14 @@ class Appender:
     def _track_unacked(self, group: Sequence[_Queued]) -> None:
         for q in group:
             if q.prepared.producer is not None and q.result is not None:
-                self._unacked[q.result.base_offset] = q.future
+                self._unacked[q.result.base_offset] = q
                 q.future.add_done_callback(functools.partial(self._acknowledged, q.result.base_offset))
 
-    def _acknowledged(self, base_offset: int, _done: Future[AppendResult]) -> None:
-        self._unacked.pop(base_offset, None)
+    def _acknowledged(self, base_offset: int, done: Future[AppendResult]) -> None:
+        # a failed original stays (until its records are in a committed WAL object, see _sequence): its records
+        # may or may not be in the log, so a duplicate fails as it did, never taken for acknowledged
+        if done.exception() is None:
+            self._unacked.pop(base_offset, None)
 
     def _write_group(self, node: NodeRuntime, w: WriterState, cfg: TopicConfig, now: int, items: list[_Queued],
                      start: int, *, sequenced: bool) -> tuple[int, int, bool]:
@@ -317,6 +337,8 @@ class Appender:
             self._in_flight += 1
         # first: an append acknowledged from the WAL is below the high watermark when its caller wakes
         wal_future.add_done_callback(lambda f: self._entry_durable(f, base))
+        if hooked := [q for q in group if q.on_wal is not None]:
+            wal_future.add_done_callback(lambda f: self._in_wal(hooked, f, node))
         wal_acked = [q for q in group if not q.ack_s3]
         if wal_acked:
             wal_future.add_done_callback(lambda f: self._acked(wal_acked, f, node))
@@ -358,6 +380,18 @@ class Appender:
             except WalError as exc:
                 raise append_failed(node, exc) from exc
         return seq
+
+    def _in_wal(self, group: Sequence[_Queued], done: Future[int], node: NodeRuntime) -> None:
+        """Call the ``on_wal`` hooks of ``group`` (the WAL's fsync thread): not for a failed entry or a node fenced."""
+        if done.exception() is not None or node.uploader.fenced:
+            return
+        for q in group:
+            assert q.on_wal is not None
+            assert q.result is not None
+            try:
+                q.on_wal(q.result)
+            except Exception:
+                log.exception("an on_wal hook of an append to %s failed", self.log_id)
 
     def _acked(self, group: Sequence[_Queued], done: Future[int], node: NodeRuntime) -> None:
         """Resolve the futures of ``group`` (runs on the WAL's or the flush pipeline's thread: no blocking).

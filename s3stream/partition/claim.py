@@ -14,8 +14,9 @@ Cases, decided from the latest manifest:
   The same commit records the idempotent producers' state as of the adopted end: the manifest's snapshot
   plus the producer batches the fenced node's WAL objects list, so its producers' retries stay deduplicated.
 
-A concurrent change (the old node sealing, retention) makes the commit's intent conflict; the claim
-is then retried from a fresh manifest.
+A concurrent change of the writer, its cursor or the sealed end (the old node sealing, another node's
+claim landing between our read and our commit) makes the commit conflict; the claim is then retried from
+a fresh manifest (so a claim decided from a stale manifest never ends a writer's epoch without fencing it).
 """
 
 from __future__ import annotations
@@ -115,6 +116,10 @@ def _claim_once(plog: Claimable, node: NodeRuntime) -> Claimed:
 
     def on_base(cur: Manifest | None) -> Manifest | None:
         base = cur if cur is not None else Manifest.empty(plog.topic, plog.topic_id, plog.partition)
+        if (base.writer, base.wal, base.next_offset) != (m.writer, m.wal, m.next_offset):
+            # another claim or a seal landed since ``m``: whom to fence, what to adopt and where our own chunks
+            # start were decided from a stale writer (committing would end its epoch without fencing it)
+            raise CommitConflict(f"{plog.log_id}: the writer changed while node {node.node_id} claimed it")
         return intent(base)
 
     committed = plog.manifest_store.commit(on_base)

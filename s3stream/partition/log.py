@@ -158,14 +158,22 @@ class PartitionLog:
         return self._wait(self.append_arrow_async(batch, ack=ack, producer=producer), ack)
 
     def append_arrow_async(self, batch: pa.RecordBatch | pa.Table, *, ack: str | None = None,
-                           producer: ProducerBatch | None = None) -> Future[AppendResult]:
-        """:meth:`append_arrow` without waiting: as :meth:`append_async` (``producer`` as there)."""
+                           producer: ProducerBatch | None = None,
+                           on_wal: Callable[[AppendResult], None] | None = None) -> Future[AppendResult]:
+        """:meth:`append_arrow` without waiting: as :meth:`append_async` (``producer`` as there).
+
+        ``on_wal`` is called with the append's offsets once its records are fsynced in the local WAL, after
+        :attr:`high_watermark` covers them, even for ``ack="s3"`` (before the future, which waits for the
+        bucket): a server can serve tailing readers the records it was handed instead of reading them back.
+        It runs on the WAL's fsync thread (keep it short, never blocking) and not at all when the append fails
+        or its node was fenced first.
+        """
         started = self._rt.clock.monotonic()
         self._rt.check_open()
         prepared = prepare_arrow(batch, self._state.config(), self._rt.clock.now_ms())
         if producer is not None:
             check_producer(prepared, producer)
-        return self._submit(prepared, ack, started, inline=False)
+        return self._submit(prepared, ack, started, inline=False, on_wal=on_wal)
 
     def _wait(self, future: Future[AppendResult], ack: str | None) -> AppendResult:
         if (node := self._rt.existing_node()) is not None:  # background=manual: run what it waits for
@@ -189,8 +197,8 @@ class PartitionLog:
             check_producer(prepared, producer)
         return prepared
 
-    def _submit(self, prepared: PreparedAppend, ack: str | None, started: float, *, inline: bool
-                ) -> Future[AppendResult]:
+    def _submit(self, prepared: PreparedAppend, ack: str | None, started: float, *, inline: bool,
+                on_wal: Callable[[AppendResult], None] | None = None) -> Future[AppendResult]:
         if ack is None:
             ack = self._rt.settings.ack
         elif ack not in ("wal", "s3"):
@@ -206,7 +214,8 @@ class PartitionLog:
         if self._state.writer is None:  # claim here, not in a drain round (the drainer serves every partition)
             with self._state.lock:
                 self._state.ensure_writer(node)
-        return self._appends.submit(node, prepared, ack_s3=ack == "s3", started=started, inline=inline)
+        return self._appends.submit(node, prepared, ack_s3=ack == "s3", started=started, inline=inline,
+                                    on_wal=on_wal)
 
     # -- reads -------------------------------------------------------------------------------------
 
@@ -236,11 +245,11 @@ class PartitionLog:
 
     @property
     def log_start_offset(self) -> int:
-        return self._state.view().log_start_offset
+        return self._state.log_start_offset()
 
     @property
     def log_end_offset(self) -> int:
-        return self._state.view().log_end_offset
+        return self._state.log_end_offset()
 
     @property
     def high_watermark(self) -> int:

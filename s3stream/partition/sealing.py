@@ -14,9 +14,9 @@ from __future__ import annotations
 import threading
 
 from s3stream.base import layout
-from s3stream.base.errors import CorruptData
+from s3stream.base.errors import CommitConflict, CorruptData
 from s3stream.manifest.intents import add_segment, compose, set_producers
-from s3stream.manifest.model import Epoch, SegmentRef, WalCursor
+from s3stream.manifest.model import Epoch, Manifest, SegmentRef, WalCursor
 from s3stream.manifest.versioned import writer_fence
 from s3stream.partition.state import LogState
 from s3stream.partition.writer import Unsealed
@@ -26,6 +26,16 @@ from s3stream.write.seal import read_chunks, segment_ref, write_segment_stream
 from s3stream.write.sealjob import SealJob
 
 __all__ = ["Sealing"]
+
+
+def _check_still_ours(m: Manifest, epoch: Epoch, seg: Unsealed) -> None:
+    """Refuse (before reading anything) to seal a segment whose offsets another writer took over: the view
+    serves offsets below the manifest's sealed end from that writer's segments, maybe compacted or deleted
+    since, so the seal would read their records instead of this writer's (seed 9606: CorruptData)."""
+    writer_fence(epoch)(m)  # Fenced
+    if m.next_offset != seg.base_offset:
+        raise CommitConflict(f"segment [{seg.base_offset}, {seg.end_offset}) of {m.topic_id}/{m.partition} "
+                             f"does not start at the sealed end {m.next_offset}")
 
 
 class Sealing:
@@ -58,6 +68,7 @@ class Sealing:
                     view = st.view()
                     epoch = w.epoch
                     node = w.node
+                    _check_still_ours(st.manifest(refresh=False), epoch, seg)
                 self._seal_one(seg, view, epoch, node)
 
     def _write_segment(self, seg: Unsealed, view: LogView) -> SegmentRef:

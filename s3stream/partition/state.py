@@ -115,16 +115,38 @@ class LogState:
     def view(self, for_offset: int | None = None) -> LogView:
         """Where each offset lives now; ``for_offset`` is where the read starts (if it is one)."""
         if self.writer is not None:
-            # the writer serves the unsealed tail from memory; the manifest can change under it only by
-            # another process's retention, DeleteRecords or compaction: re-read it for reads of the
-            # sealed tier (so they fail at once below a moved log start) and at most a second stale otherwise
-            cached = self._manifest
-            age = self.host.clock.monotonic() - self._manifest_at
-            if cached is None or age > _WRITER_MANIFEST_MAX_AGE_S or (
-                    for_offset is not None and for_offset < cached.next_offset):
-                self.manifest(refresh=True)
+            self._refresh_for_writer(for_offset)
             return self.view_of(None, for_offset=for_offset)
         return self.view_of(self.manifest(refresh=True), for_offset=for_offset)
+
+    def _refresh_for_writer(self, for_offset: int | None) -> None:
+        # the writer serves the unsealed tail from memory; the manifest can change under it only by
+        # another process's retention, DeleteRecords or compaction: re-read it for reads of the
+        # sealed tier (so they fail at once below a moved log start) and at most a second stale otherwise
+        cached = self._manifest
+        age = self.host.clock.monotonic() - self._manifest_at
+        if cached is None or age > _WRITER_MANIFEST_MAX_AGE_S or (
+                for_offset is not None and for_offset < cached.next_offset):
+            self.manifest(refresh=True)
+
+    def log_start_offset(self) -> int:
+        """``view().log_start_offset``, in the writing process without building the view (a Kafka server
+        asks on every produce and fetch)."""
+        if self.writer is not None:
+            self._refresh_for_writer(None)
+            with self.lock:
+                if self.writer is not None:
+                    return self.manifest(refresh=False).log_start_offset
+        return self.view().log_start_offset
+
+    def log_end_offset(self) -> int:
+        """``view().log_end_offset``, in the writing process without building the view or any request (the
+        writer's log end is its own; only the log start can move under it)."""
+        if self.writer is not None:
+            with self.lock:
+                if (w := self.writer) is not None:
+                    return w.leo
+        return self.view().log_end_offset
 
     def view_of(self, m: Manifest | None, *, for_offset: int | None) -> LogView:
         """The view of manifest ``m`` (None: the cached one), with the writer's unsealed tail in the writing

@@ -201,11 +201,19 @@ def prepare_arrow(data: pa.RecordBatch | pa.Table, cfg: TopicConfig, now: int) -
     low, high = int(bounds["min"].as_py()), int(bounds["max"].as_py())
     _check_timestamps(low, high, stamps, cfg, now, log_append=log_append)
     headers, header_bytes = _headers(column("headers"), n)
-    sizes = pc.add(pc.add(pc.fill_null(pc.binary_length(keys), 0), pc.fill_null(pc.binary_length(values), 0)), 21)
+    sizes = pc.add(_lengths(values), 21)  # few compute calls: their fixed cost shows in small appends
+    if keys.null_count < n:
+        sizes = pc.add(sizes, _lengths(keys))
     if header_bytes is not None:
         sizes = pc.add(sizes, header_bytes)
     nbytes = _check_sizes(sizes, cfg)
     return PreparedAppend(n, nbytes, high, columns=(keys, values, stamps, headers))
+
+
+def _lengths(col: pa.Array) -> pa.Array:
+    """Byte lengths of a binary column, 0 for nulls."""
+    lengths = pc.binary_length(col)
+    return pc.fill_null(lengths, 0) if col.null_count else lengths
 
 
 def _binary(name: str, col: pa.Array | None, n: int) -> pa.Array:

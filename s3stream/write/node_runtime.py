@@ -80,9 +80,11 @@ class NodeRuntime:
         self.drainer.wait_idle()
         if ack_s3:
             self.uploader.settle(future)
-        elif not self.wal.threaded:
+        if not self.wal.threaded:  # (a producer's duplicate follows its original, which may await either)
             while not future.done() and self.wal.step():
                 pass
+        if not future.done():
+            self.uploader.settle(future)
 
     def void_local_entries(self, log_id: str, base_offset: int) -> None:
         """Before this node takes ``log_id`` over from another node (whose records end at ``base_offset``): a claim

@@ -6,6 +6,7 @@ step is in this thread.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,9 @@ import pytest
 from s3stream import Fenced, ManualClock, Record, Store
 from s3stream.base import layout
 from s3stream.base.ids import IdSource
+from s3stream.objectstore.forwarding import ForwardingObjectStore
 from s3stream.objectstore.memory import MemoryObjectStore
+from s3stream.objectstore.protocol import ListEntry
 from s3stream.testing.faults import FaultRule, FaultyObjectStore
 
 from .helpers import T0, abandon, open_mem, read_all
@@ -143,3 +146,51 @@ def test_an_upload_landing_above_the_fence_of_its_epoch_is_never_read(mem_url: s
     a.close()
     with _open(mem_url, tmp_path, "r", clock, 5) as reader:
         assert [r.value for r in read_all(reader.partition("t", 0))] == [b"x0", b"x1", b"y0", b"y1", b"y2"]
+
+
+class _ListHook(ForwardingObjectStore):
+    """Runs ``hook`` (once, when armed) before the first LIST under ``prefix``."""
+
+    def __init__(self, inner: MemoryObjectStore) -> None:
+        super().__init__(inner)
+        self.prefix = ""
+        self.hook: Callable[[], None] | None = None
+
+    def list(self, prefix: str, *, start_after: str | None = None) -> Iterator[ListEntry]:
+        hook = self.hook
+        if hook is not None and self.prefix and prefix.startswith(self.prefix):
+            self.hook = None
+            hook()
+        return self.inner.list(prefix, start_after=start_after)
+
+
+def test_a_claim_decided_from_a_stale_manifest_never_ends_an_unfenced_epoch(mem_url: str, tmp_path: Path) -> None:
+    """Found by the chaos harness (claimers-wal): a restarted node read a manifest naming itself the last writer,
+    and while it scanned its own WAL namespace the other node claimed the partition. Its claim committed on top
+    of that one anyway, ending the other node's epoch without fencing its namespace: the other node's
+    acknowledged records were dropped, and its objects of the ended epoch, left in its namespace, later made its
+    reopen refuse the partition (CorruptData)."""
+    clock = ManualClock(T0, pacing="manual")
+    b = _open(mem_url, tmp_path, "b", clock, 1)
+    b.create_topic("t", 1)
+    b.create_topic("u", 1)
+    assert b.partition("t", 0).append(_recs("b", 2)).base_offset == 0
+    b.close()  # the manifest names B as t-0's writer
+    hooked = _ListHook(MemoryObjectStore(mem_url.removeprefix("memory://"), clock=clock))
+    b = _open(mem_url, tmp_path, "b", clock, 2, object_store=hooked)
+    b.partition("u", 0).append(_recs("u", 1))  # B's node is open: the next LIST of its namespace is t-0's claim
+    node = b.node_id
+    assert node is not None
+    acked: list[int] = []
+
+    def a_takes_over() -> None:  # between B's manifest read and its commit
+        a = _open(mem_url, tmp_path, "a", clock, 3)
+        acked.append(a.partition("t", 0).append(_recs("a", 3), ack="s3").base_offset)
+        abandon(a)
+
+    hooked.prefix, hooked.hook = layout.wal_prefix(node), a_takes_over
+    b.partition("t", 0).append(_recs("late", 1))  # B claims t-0: it must fence A and adopt A's records
+    assert acked == [2] and hooked.hook is None
+    abandon(b)
+    with _open(mem_url, tmp_path, "r", clock, 4) as reader:
+        assert [r.value for r in read_all(reader.partition("t", 0))][:5] == [b"b0", b"b1", b"a0", b"a1", b"a2"]

@@ -115,11 +115,13 @@ def test_a_killed_member_is_expired_after_its_session_timeout(kafka_server: Runn
         _wait(lambda: "exp" in group and len(group["exp"].members) == 2 and group["exp"].state.value == "Stable",
               timeout=20)
         _wait(lambda: survivor.poll(0.02) is None and len(survivor.assignment()) == 2)  # it shares the topic
+        killed_at = time.monotonic()
         victim.kill()  # no LeaveGroup: only the session timeout can tell
         victim.wait(10)
-        killed_at = time.monotonic()
         assert _settle([survivor], 4) == [[0, 1, 2, 3]]
-        assert time.monotonic() - killed_at >= 0.7
+        # not at once: the session (800 ms) counts from the victim's last heartbeat, which a loaded machine may
+        # have sent a few hundred ms before the kill
+        assert time.monotonic() - killed_at >= 0.4
         assert len(group["exp"].members) == 1
     finally:
         victim.kill()

@@ -1,8 +1,10 @@
 """A few hundred simulation seeds (marker ``sim``), and longer runs on demand (``slow``).
 
-``test_ci_seeds`` is what CI runs: ``CI_SEEDS`` seeds of ``CI_STEPS`` actions each (about a minute), and it also
-checks that those seeds exercised what the simulator is for: every object-store fault kind, both disk faults,
-power losses, crashes at most crash points, takeovers. A failure lists each failing seed with its one-line
+``test_ci_seeds`` is what CI runs: ``CI_SEEDS`` seeds of ``CI_STEPS`` actions each (about half a minute), and it
+also checks that those seeds exercised what the simulator is for: every object-store fault kind, every disk fault
+(a full disk, a failed fsync, a read-only disk, a flipped byte in the middle of a WAL that an open refused),
+power losses, crashes at nearly every crash point, takeovers, idempotent producers' deduplicated retries, Arrow
+appends, added partitions and recreated topics. A failure lists each failing seed with its one-line
 reproduction.
 
 ``test_many_seeds`` runs ``S3STREAM_SIM_SEEDS`` seeds (from ``S3STREAM_SIM_START``, ``S3STREAM_SIM_STEPS``
@@ -49,10 +51,12 @@ def test_ci_seeds() -> None:
     totals = _totals(results)
     for kind in ("error", "throttle", "timeout_before", "lost_response", "precondition", "conflict409"):
         assert totals.get(f"fault:{kind}", 0) > 0, f"no {kind} fault injected: {totals}"
-    for what in ("disk:full", "disk:fsync", "power_losses", "kills", "claims", "outages", "acked_records"):
+    for what in ("disk:full", "disk:fsync", "disk:read_only", "disk:flip", "wal_damage_refused", "power_losses",
+                 "kills", "claims", "outages", "acked_records", "producer_dedupes", "topics_recreated",
+                 "action:append arrow", "action:produce retry", "action:producer epoch", "action:add partitions"):
         assert totals.get(what, 0) > 0, f"nothing of {what}: {totals}"
     fired = {p for p in CRASH_POINTS if totals.get(f"crash_point:{p}", 0)}
-    assert len(fired) >= len(CRASH_POINTS) // 2, f"crashes at only {sorted(fired)}"
+    assert len(fired) >= len(CRASH_POINTS) - 2, f"crashes at only {sorted(fired)}"
 
 
 @pytest.mark.slow

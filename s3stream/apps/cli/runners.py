@@ -27,6 +27,7 @@ from rich.logging import RichHandler
 
 from s3stream.apps.cli.common import OptionsOpt, UrlOpt, err_console, open_cli_store, out_console, parse_pairs
 from s3stream.apps.kafka.config import DEFAULT_PORT
+from s3stream.base.allocator import tune_allocator
 from s3stream.base.errors import InvalidConfig
 
 if TYPE_CHECKING:
@@ -168,6 +169,8 @@ def serve(
     kafka = None if no_kafka or once else _broker_config(
         listen, advertised_listener, kafka_option, (ssl_certfile, ssl_keyfile, ssl_cafile), sasl_users,
         sasl_mechanisms)
+    if kafka is not None:
+        tune_allocator(request_buffers=True)  # requests' blocks reused, not mmapped afresh (see the module)
     stop = threading.Event()
     if once:
         stop.set()

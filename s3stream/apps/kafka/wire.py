@@ -26,6 +26,8 @@ from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
 from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i32
 
+from s3stream.apps.kafka.wirecheck import check_body
+
 __all__ = ["API_VERSIONS_KEY", "MalformedFrame", "ParsedRequest", "SplicedRecords", "encode_response",
            "encode_response_chunks", "peek_api", "read_request", "request_class", "response_class"]
 
@@ -100,6 +102,7 @@ def read_request(frame: bytes | memoryview, cls: type[Any]) -> ParsedRequest:
     """Parse the header and body of a request whose schema class is ``cls``; MalformedFrame otherwise."""
     try:
         header, offset = _reader(cls.__header_schema__)(frame, 0)
+        check_body(frame, offset, cls)  # a forged array count would make kio's reader abort the process
         body, _used = _reader(cls)(frame, offset)  # kio returns the bytes it consumed
     except Exception as exc:  # the native reader raises ValueError/IndexError/UnicodeError/... on bad bytes
         raise MalformedFrame(f"unreadable {cls.__name__} v{cls.__version__}: {type(exc).__name__}: {exc}") from exc

@@ -53,6 +53,7 @@ class BucketObserver(ForwardingObjectStore):
         self.start_moved_at: dict[str, float] = {}  # log prefix -> pacing time its log start last moved
         self.violations: list[str] = []
         self.deletes = 0
+        self.dead_topic_ids: set[str] = set()  # deleted topics (or earlier incarnations of a name): GC takes all
 
     def put(self, key: str, data: bytes | bytearray | memoryview, *, if_none_match: bool = False,
             if_match: str | None = None) -> ObjectMeta:
@@ -89,6 +90,8 @@ class BucketObserver(ForwardingObjectStore):
     def check_delete(self, key: str) -> None:
         """Record a violation if deleting ``key`` now breaks a grace period or drops a referenced object."""
         self.deletes += 1
+        if key.startswith("logs/") and key.split("/")[1] in self.dead_topic_ids:
+            return
         now = self._clock.now_ms()
         age = now - self.written_ms[key]
         g = self.grace
@@ -135,6 +138,8 @@ class BucketObserver(ForwardingObjectStore):
         """Segment keys a latest manifest references that are not in the bucket."""
         out: list[str] = []
         for prefix, m in sorted(self.latest.items()):
+            if prefix.split("/")[1] in self.dead_topic_ids:
+                continue
             for s in m.segments:
                 try:
                     self.inner.head(s.key)

@@ -3,20 +3,26 @@
 Each seed runs in this process, one after the other (``--jobs J`` spreads them over J worker processes). A
 failing seed prints its finding and the one-line command that runs it again (with ``--trace``, which prints the
 run's trace: every action, its outcome and the audit's view of each partition). The exit status is 1 when any
-seed failed, 0 otherwise.
+seed failed, 0 otherwise. ``--out FILE`` writes the run's summary as JSON (:func:`summary`): what ran, what
+was injected and which crash points fired, how many acknowledged records the audits checked, the failures
+with their reproductions, the wall time, and the git commit of the code (and whether its tree was dirty).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import subprocess
 import sys
 import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
 
 from s3stream.testing.sim.runner import SimOptions, SimResult, run_seed
 
-__all__ = ["main", "run_seeds"]
+__all__ = ["main", "run_seeds", "summary"]
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -31,6 +37,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--no-disk-faults", action="store_true", help="inject no disk faults (and no power loss)")
     p.add_argument("--no-crashes", action="store_true", help="no kills and no crash points")
     p.add_argument("--no-fencing", action="store_true", help="no second writer process")
+    p.add_argument("--out", type=Path, help="write the run's summary as JSON to this file")
     return p
 
 
@@ -55,7 +62,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     seeds = range(args.start, args.start + args.seeds)
     started = time.perf_counter()
     failed: list[SimResult] = []
+    totals: dict[str, int] = {}
     for result in run_seeds(seeds, options, jobs=args.jobs):
+        for key, n in result.stats.items():
+            totals[key] = totals.get(key, 0) + n
         if args.trace:
             print("\n".join(result.trace))
         if not result.ok:
@@ -67,7 +77,48 @@ def main(argv: Sequence[str] | None = None) -> int:
     elapsed = time.perf_counter() - started
     print(f"{len(seeds)} seeds ({args.start}..{args.start + len(seeds) - 1}, {args.steps} steps each): "
           f"{len(seeds) - len(failed)} passed, {len(failed)} failed in {elapsed:.1f} s", flush=True)
+    if args.out is not None:
+        out = summary(seeds, options, totals, failed, elapsed_s=elapsed, jobs=args.jobs,
+                      argv=list(sys.argv[1:] if argv is None else argv))
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(out, indent=2) + "\n")
     return 1 if failed else 0
+
+
+def summary(seeds: range, options: SimOptions, totals: dict[str, int], failed: list[SimResult], *,
+            elapsed_s: float, jobs: int, argv: list[str]) -> dict[str, Any]:
+    """The JSON summary of a run: the seeds' stats summed, grouped by kind (see the module docstring)."""
+    def group(prefix: str) -> dict[str, int]:
+        return {k.removeprefix(prefix): n for k, n in sorted(totals.items()) if k.startswith(prefix)}
+
+    grouped = ("action:", "fault:", "disk:", "crash_point:")
+    return {
+        "command": "python -m s3stream.sim " + " ".join(argv),
+        "seeds": len(seeds), "first_seed": seeds.start, "last_seed": seeds.stop - 1, "steps": options.steps,
+        "options": {"object_faults": options.object_faults, "disk_faults": options.disk_faults,
+                    "crashes": options.crashes, "fencing": options.fencing},
+        "jobs": jobs, "passed": len(seeds) - len(failed), "failed": len(failed),
+        "failures": [{"seed": r.seed, "failure": (r.failure or "").splitlines()[0], "reproduce": r.repro}
+                     for r in failed],
+        "actions": group("action:"), "object_store_faults": group("fault:"), "disk_faults": group("disk:"),
+        "crash_points_fired": group("crash_point:"),
+        "acked_records": totals.get("acked_records", 0),
+        "acked_records_checked": totals.get("acked_records_checked", 0),
+        "counters": {k: n for k, n in sorted(totals.items()) if not k.startswith(grouped)},
+        "wall_time_s": round(elapsed_s, 1),
+        "git_commit": _git("rev-parse", "HEAD"),
+        "git_dirty": bool(_git("status", "--porcelain", "--untracked-files=no")),
+    }
+
+
+def _git(*args: str) -> str:
+    """The output of a git command in this package's checkout ("" when git or the checkout is missing)."""
+    root = Path(__file__).resolve().parents[3]
+    try:
+        out = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=30, check=False)
+    except OSError:
+        return ""
+    return out.stdout.strip() if out.returncode == 0 else ""
 
 
 if __name__ == "__main__":  # pragma: no cover

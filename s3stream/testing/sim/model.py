@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from s3stream.base.producer import ProducerBatch
+
 __all__ = ["Append", "AuditFailure", "Claim", "PartModel", "Row", "SimRecord"]
 
 
@@ -49,6 +51,8 @@ class Append:
     status: str = "pending"  # pending | acked | failed (may be in the log) | refused (never written) | unknown
     base: int | None = None
     outcome: str = ""
+    producer: ProducerBatch | None = None  # an idempotent producer's batch
+    retry_of: Append | None = None  # a producer's retry of this earlier batch (the same records)
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +86,7 @@ class PartModel:
     placed: dict[str, int] = field(default_factory=dict)  # ident -> its offset (fixed forever once known)
     must: dict[str, int] = field(default_factory=dict)  # acknowledged idents that must be readable -> offset
     owner: dict[int, str] = field(default_factory=dict)  # offset -> the must-survive ident there
+    acked_by: dict[str, Append] = field(default_factory=dict)  # must ident -> the append (or retry) that acked it
     lost_ok: set[str] = field(default_factory=set)  # acknowledged, replaced by design (a takeover)
     gone: set[str] = field(default_factory=set)  # legitimately removed: must never come back
     log_start: int = 0
@@ -116,7 +121,7 @@ class PartModel:
             self.leo_may_drop = True
         self.writer = proc
         for ident, offset in list(self.must.items()):
-            append, _ = self.records[ident]
+            append = self.acker(ident)
             if append.proc != proc and append.ack == "wal" and offset >= end:
                 self._let_go(ident)
 
@@ -134,16 +139,32 @@ class PartModel:
             offset = base + i
             if replaced:
                 self.lost_ok.add(rec.ident)
-                self.place(rec.ident, offset, why="acknowledged")
+                if append.producer is None:  # a producer's batch: its retry may write it anew elsewhere
+                    self.place(rec.ident, offset, why="acknowledged")
                 continue
             other = self.owner.get(offset)
             if other is not None and other != rec.ident:
                 raise AuditFailure(f"{self.name}: offset {offset} acknowledged twice: {other} and {rec.ident}")
             self.must[rec.ident] = offset
             self.owner[offset] = rec.ident
+            self.acked_by[rec.ident] = append
             self.place(rec.ident, offset, why="acknowledged")
-        if not replaced:
+        if not replaced and append.retry_of is None:  # a retry's offsets are its original's: not in call order
             self._check_order(append, base)
+
+    def retried(self, original: Append) -> None:
+        """A producer resends ``original``: records of it not acknowledged as must-survive may be written
+        anew (lost with a crash, or replaced in a takeover), so where they were seen no longer binds them."""
+        if original.status == "refused":
+            original.status = "unknown"  # the retry may write what the first attempt could not
+        for rec in original.records:
+            if rec.ident not in self.must:
+                self.placed.pop(rec.ident, None)
+                self.lost_ok.discard(rec.ident)
+
+    def acker(self, ident: str) -> Append:
+        """The append whose acknowledgement binds ``ident`` (its own, or a producer's retry of it)."""
+        return self.acked_by.get(ident) or self.records[ident][0]
 
     def _replaced(self, append: Append, base: int) -> bool:
         """Whether another process claimed the partition after ``append``'s process last did, below ``base``
@@ -177,8 +198,8 @@ class PartModel:
                     or other_append.incarnation != append.incarnation):
                 continue
             first = other_append.records[0].ident if other_append.records else None
-            if first is None or first not in self.must:
-                continue
+            if first is None or first not in self.must or self.acked_by.get(first) is not other_append:
+                continue  # not bound, or bound by a producer's retry at its offsets
             other_base = self.must[first]
             if (other_append.aid < append.aid) != (other_base < base):
                 raise AuditFailure(f"{self.name}: appends a{other_append.aid} and a{append.aid} of {append.proc}#"
@@ -232,13 +253,13 @@ class PartModel:
             there = by_offset.get(offset)
             if there is not None and there.ident == ident:
                 continue
-            if waiting is not None and self.records[ident][0].proc == waiting:
+            if waiting is not None and self.acker(ident).proc == waiting:
                 continue
             if there is not None:
                 raise AuditFailure(f"{name}: acknowledged record {ident} at offset {offset} was replaced by "
                                    f"{there.ident}")
             self._removed(ident, offset, log_start, last_by_key)
-        must_end = max((o for i, o in self.must.items() if waiting is None or self.records[i][0].proc != waiting),
+        must_end = max((o for i, o in self.must.items() if waiting is None or self.acker(i).proc != waiting),
                        default=-1) + 1
         if leo < must_end:
             raise AuditFailure(f"{name}: log end {leo} below acknowledged offset {must_end - 1}")
@@ -296,7 +317,7 @@ class PartModel:
         latest_acked: dict[bytes | None, tuple[int, SimRecord]] = {}
         for ident, offset in self.must.items():
             append, i = self.records[ident]
-            if append.proc == waiting:
+            if self.acker(ident).proc == waiting:
                 continue
             rec = append.records[i]
             cur = latest_acked.get(rec.key)

@@ -64,7 +64,7 @@ class SimProcess:
         self.pending: list[Append] = []  # its appends not resolved yet
         self.node_ids: set[str] = set()  # the node ids its incarnations used (one WAL directory: one id)
         self.injected: dict[str, int] = {}  # object-store faults injected into its earlier incarnations, by kind
-        #: closed with records only its local WAL holds (fenced or cut off): they come back when it reopens
+        #: closed (or its last open failed) with records only its local WAL holds: they come back when it reopens
         self.parked = False
 
     @property
@@ -77,16 +77,21 @@ class SimProcess:
         inc = self.incarnation
         self.injected = self.faults_injected()
         self.crash = CrashPoints()
-        self.fenced = self.wal_failed = self.parked = False
+        self.fenced = self.wal_failed = False
         below: ObjectStore = self._bucket
         if self._latency is not None:
             below = LatencyObjectStore(below, self._latency, clock=self._clock,
                                        ids=IdSource(derive(self._seed, "latency", self.name, inc)))
         self.faulty = FaultyObjectStore(below, ids=IdSource(derive(self._seed, "faults", self.name, inc)),
                                         rules=rules)
-        self.store = open_store(URL, clock=self._clock, ids=IdSource(derive(self._seed, "ids", self.name, inc)),
-                                object_store=self.faulty, crash_points=self.crash, wal_storage=self._disks.open,
-                                wal_dir=str(self.root), **self._settings)
+        try:
+            self.store = open_store(URL, clock=self._clock, ids=IdSource(derive(self._seed, "ids", self.name, inc)),
+                                    object_store=self.faulty, crash_points=self.crash, wal_storage=self._disks.open,
+                                    wal_dir=str(self.root), **self._settings)
+        except BaseException:
+            self.parked = True  # down, with whatever only its local WAL holds, until an open goes through
+            raise
+        self.parked = False
         self.note_node()
 
     def faults_injected(self) -> dict[str, int]:

@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
+import pyarrow as pa
+
 from s3stream.base.clock import ManualClock
 from s3stream.base.crashpoints import SimulatedCrash
 from s3stream.base.errors import (
@@ -29,14 +31,19 @@ from s3stream.base.errors import (
     CorruptData,
     Fenced,
     InternalError,
+    LocalWalCorrupt,
     LocalWalFull,
     LocalWalUnavailable,
+    OutOfOrderSequence,
+    ProducerFenced,
     S3StreamError,
 )
-from s3stream.base.records import AppendResult, Record
+from s3stream.base.producer import ProducerBatch
+from s3stream.base.records import HEADER_TYPE, AppendResult, Record
 from s3stream.format.segment.reader import SegmentReader
 from s3stream.maintenance.retention import run_retention_pass
 from s3stream.manifest.model import SegmentRef
+from s3stream.manifest.topicdoc import TopicDoc
 from s3stream.objectstore.fetch import ranged_fetch
 from s3stream.objectstore.memory import MemoryObjectStore
 from s3stream.partition.log import PartitionLog
@@ -47,8 +54,9 @@ from s3stream.testing.sim.bucket import BucketObserver, Grace
 from s3stream.testing.sim.disk import SimDisks
 from s3stream.testing.sim.model import Append, AuditFailure, PartModel, Row, SimRecord
 from s3stream.testing.sim.process import SimProcess, derive
+from s3stream.testing.sim.producers import SimProducer, must_dedupe
 from s3stream.testing.sim.reading import read_all, table_rows
-from s3stream.testing.sim.setup import ALTERS, SimRandom, store_settings, topics
+from s3stream.testing.sim.setup import ALTERS, SimRandom, SimTopic, store_settings, topics
 
 __all__ = ["CRASH_POINTS", "SimOptions", "SimResult", "repro_command", "run_seed"]
 
@@ -62,14 +70,20 @@ CRASH_POINTS = (
     "clean.after_outputs_put", "clean.after_swap", "retention.after_commit", "gc.after_delete",
 )
 
+#: Crash points only a maintenance pass (or a flush) reaches, with that pass: armed at
+#: random they fire a few times per thousand seeds, so an action arms one and runs its pass at once.
+_RARE_POINTS = (("clean.output_put", "clean"), ("clean.after_outputs_put", "clean"), ("clean.after_swap", "clean"),
+                ("retention.after_commit", "retention"), ("gc.after_delete", "gc"), ("flush.before_trim", "flush"))
+
 #: How stale a writer's view of its manifest may be (s3stream.partition.state re-reads it at least this often).
 _WRITER_MANIFEST_MAX_AGE_S = 1.0
 
 #: Actions after which the audit reads every partition whole through the engine (and every tenth step).
-_STRUCTURAL = frozenset({"retention", "clean", "gc", "delete records", "restart", "kill", "open", "close", "roll"})
+_STRUCTURAL = frozenset({"retention", "clean", "gc", "delete records", "restart", "kill", "open", "close", "roll",
+                         "add partitions", "recreate topic"})
 
 #: Actions that run nothing of a store: the audit needs no read after them.
-_NO_PARTITION = frozenset({"tick", "jump", "skew", "faults", "disk", "arm"})
+_NO_PARTITION = frozenset({"tick", "jump", "skew", "faults", "disk", "arm", "producer"})
 
 #: Outcomes no fault the simulation injects explains: the store reported a bug or damage of its own making.
 _BUGS = (InternalError, CorruptData)
@@ -178,8 +192,13 @@ class Simulation:
         self.reader = SimProcess("R", seed=seed, workdir=workdir, clock=self.clock, bucket=self.observer,
                                  disks=self.disks, settings=self.settings, latency=None)
         self.parts: dict[tuple[str, int], PartModel] = {}
+        self.producers: dict[tuple[str, int], list[SimProducer]] = {}
+        self._retries: dict[int, tuple[SimProducer, bool]] = {}  # retry aid -> its producer, must it dedupe
+        self._append_part: dict[int, PartModel] = {}  # aid -> its partition's model (a topic may be recreated)
         self.by_prefix: dict[str, PartModel] = {}
         self.configs = {t.name: dict(t.config) for t in self.topics}
+        self.topic_ids: dict[str, str] = {}  # topic name -> its live incarnation's id
+        self.models: dict[tuple[str, int], PartModel] = {}  # (topic id, partition) -> its model, dead ones too
         self.trace: list[str] = [f"seed {seed} settings {sorted(self.settings.items())} "
                                  f"latency {None if latency is None else latency.name}",
                                  f"topics {[(t.name, t.partitions, sorted(t.config.items())) for t in self.topics]}"]
@@ -187,6 +206,7 @@ class Simulation:
         self.rules: list[FaultRule] = []
         self.outage_left = 0
         self.disk_full_left = 0
+        self.read_only_left = 0
         self.next_aid = 0
         self.step_no = 0
         self.stats: dict[str, int] = {}
@@ -213,17 +233,23 @@ class Simulation:
         self.reader.open([])
         for t in self.topics:
             store.create_topic(t.name, t.partitions, t.config)
-            topic_id = store.topic_id(t.name)
-            self.grace.file_delete_delay_ms[topic_id] = int(t.config["file.delete.delay.ms"])
-            for i in range(t.partitions):
-                part = PartModel(t.name, i, compact=t.compact, delete=t.delete)
-                self.parts[(t.name, i)] = part
-                part.prefix = f"logs/{topic_id}/{i}/"
-                self.by_prefix[part.prefix] = part
+            self._register(t, store.topic_id(t.name), range(t.partitions))
         for step in range(1, self.options.steps + 1):
             self.step_no = step
             self._step()
         self._finish()
+
+    def _register(self, t: SimTopic, topic_id: str, indexes: range) -> None:
+        """Model partitions ``indexes`` of topic ``t`` (whose incarnation is ``topic_id``): new, empty."""
+        self.grace.file_delete_delay_ms[topic_id] = int(self.configs[t.name]["file.delete.delay.ms"])
+        self.topic_ids[t.name] = topic_id
+        for i in indexes:
+            part = PartModel(t.name, i, compact=t.compact, delete=t.delete)
+            self.parts[(t.name, i)] = part
+            self.models[(topic_id, i)] = part
+            self.producers[(t.name, i)] = [SimProducer(pid) for pid in (1, 2)]
+            part.prefix = f"logs/{topic_id}/{i}/"
+            self.by_prefix[part.prefix] = part
 
     def teardown(self) -> None:
         """Drop whatever is still open (quietly: the run's outcome is decided)."""
@@ -238,8 +264,9 @@ class Simulation:
     def _finish(self) -> None:
         """Heal everything, restart cleanly, GC past every grace period, and audit from a fresh reader too."""
         self.rules = []
-        self.outage_left = self.disk_full_left = 0
-        self.disks.full = False
+        self.outage_left = self.disk_full_left = self.read_only_left = 0
+        self.disks.full = self.disks.read_only = False
+        self.disks.repair()
         self.disks.failing_fsyncs = 0
         for proc in self.procs.values():
             proc.crash.disarm()
@@ -282,6 +309,7 @@ class Simulation:
         label = name.removeprefix("B:")
         self._full = self.step_no % 10 == 0 or label in _STRUCTURAL
         self._touched = set() if label.split(" ")[0] in _NO_PARTITION else None
+        self.count(f"action:{label}")
         self._act(proc, label, action)
         self._audit(f"after {name}", full=self._full, only=None if self._full else self._touched)
 
@@ -334,7 +362,36 @@ class Simulation:
         self.count("crashes" if crashed else "kills")
         if power_loss:
             self.count("power_losses")
-        return f"; died{' (power loss)' if power_loss else ''}; restart: {self._restart_after_death(proc)}"
+        flipped = None
+        if self.options.disk_faults and self.rng.random() < 0.15:
+            flipped = self.disks.flip(proc.root, derive(self.seed, "flip", self.step_no))
+        died = f"; died{' (power loss)' if power_loss else ''}"
+        if flipped is not None:
+            return f"{died}; flipped {flipped}; restart: {self._open_damaged(proc)}"
+        return f"{died}; restart: {self._restart_after_death(proc)}"
+
+    def _open_damaged(self, proc: SimProcess) -> str:
+        """Open over a WAL with a flipped byte in the middle: a typed refusal that changes nothing on the disk
+        (then the operator repairs the byte and the open goes through), or an open that did not need the
+        damaged frame (the audit then checks that nothing acknowledged was skipped)."""
+        before = self.disks.snapshot(proc.root)
+        try:
+            proc.open([])
+        except LocalWalCorrupt as exc:
+            self.count("wal_damage_refused")
+            if self.disks.snapshot(proc.root) != before:
+                self.problems.append(f"{proc.name}: an open refused over a damaged WAL changed its files")
+            self.disks.repair()
+            return f"refused {type(exc).__name__}; repaired: {self._restart_after_death(proc)}"
+        except S3StreamError as exc:
+            self.disks.repair()
+            if isinstance(exc, _BUGS):
+                self.problems.append(f"{proc.name}: an open over a damaged WAL raised {type(exc).__name__}: {exc}")
+            return f"error {type(exc).__name__}"
+        self.count("opens")
+        self.count("wal_damage_not_needed")
+        self.disks.repair()
+        return "ok (the damaged frame was not needed)"
 
     def _restart_after_death(self, proc: SimProcess) -> str:
         try:
@@ -368,6 +425,13 @@ class Simulation:
                 if append.status == "pending":
                     append.status = "unknown"
             proc.pending.clear()
+        if proc.crash.crashed:  # a crash point inside the close's uploads: the process died while closing
+            point = proc.crash.fired
+            proc.kill(power_loss=False, seed=0)  # its WAL handles go (and their lock) as in any death
+            proc.parked = True  # what only its local WAL holds comes back when it opens again
+            self.count(f"crash_point:{point}")
+            self.count("crashes")
+            return f"crashed at {point} while closing"
         return "closed"
 
     # -- choosing an action ------------------------------------------------------------------------------------
@@ -384,6 +448,8 @@ class Simulation:
         quiet = self.outage_left == 0  # blocking calls that wait for the bucket only when it answers
         if a.alive:
             self._process_actions(a, "", add, quiet=quiet)
+        else:  # its last open failed (a read-only disk, say): the supervisor tries again
+            add(3, "open", lambda: self._open(a))
         if o.fencing:
             if b.alive:
                 self._process_actions(b, "B:", add, quiet=quiet, weight=0.25)
@@ -392,6 +458,7 @@ class Simulation:
                     add(0.3, "B:kill", lambda: self._kill(b))
             else:
                 add(0.8, "B:open", lambda: self._open(b))
+        add(0.3, "producer epoch", self._bump_epoch)
         add(8, "tick", self._tick)
         add(1.5, "jump", self._jump)
         add(0.3, "skew", self._skew)
@@ -402,6 +469,7 @@ class Simulation:
         if o.disk_faults:
             add(0.6 if not self.disks.full else 0, "disk full", self._disk_full)
             add(0.3, "disk fsync failure", self._fsync_failure)
+            add(0.25 if not self.disks.read_only else 0, "disk read-only", self._read_only)
         total = sum(w for w, _, _ in choices)
         pick = self.rng.random() * total
         for weight, name, fn in choices:
@@ -416,6 +484,11 @@ class Simulation:
         w = weight
         add(28 * w, f"{prefix}append", lambda: self._append(p, blocking=False))
         add(5 * w, f"{prefix}append blocking", lambda: self._append(p, blocking=True))
+        add(3 * w, f"{prefix}append arrow", lambda: self._append(p, blocking=self.rng.random() < 0.3, arrow=True))
+        add(6 * w, f"{prefix}produce", lambda: self._append(p, blocking=self.rng.random() < 0.3,
+                                                           arrow=self.rng.random() < 0.5, produce=True))
+        if any(x.sent for prods in self.producers.values() for x in prods):
+            add(4 * w, f"{prefix}produce retry", lambda: self._retry(p))
         add(9 * w, f"{prefix}drain", lambda: self._engine_step(p, "drain"))
         add(6 * w, f"{prefix}wal write", lambda: self._engine_step(p, "write_wal"))
         add(8 * w, f"{prefix}wal sync", lambda: self._engine_step(p, "sync_wal"))
@@ -430,12 +503,15 @@ class Simulation:
         add(2 * w, f"{prefix}gc", lambda: self._gc(p))
         add(1 * w, f"{prefix}delete records", lambda: self._delete_records(p))
         add(0.7 * w, f"{prefix}alter config", lambda: self._alter(p))
+        add(0.3 * w, f"{prefix}add partitions", lambda: self._add_partitions(p))
+        add(0.25 * w, f"{prefix}recreate topic", lambda: self._recreate(p))
         add(0.8 * w, f"{prefix}restart", lambda: self._restart(p))
         if p.fenced or p.wal_failed:
             add(15 * w, f"{prefix}restart", lambda: self._restart(p))  # as an operator would
         if o.crashes:
             add(1.2 * w, f"{prefix}kill", lambda: self._kill(p))
             add(1.5 * w, f"{prefix}arm crash", lambda: self._arm(p))
+            add(1.2 * w, f"{prefix}crash during", lambda: self._crash_during(p, quiet=quiet))
 
     # -- workload ------------------------------------------------------------------------------------------------
 
@@ -443,13 +519,8 @@ class Simulation:
         assert p.store is not None, f"process {p.name} is not running"
         return p.store
 
-    def _append(self, p: SimProcess, *, blocking: bool) -> str:
-        key = self.rng.choice(sorted(self.parts))
-        part = self.parts[key]
-        n = self.rng.choice([1, 1, 2, 3, 5, 12])
-        ack = self.rng.choice(["wal", "s3", None])
-        aid = self.next_aid
-        self.next_aid += 1
+    def _records(self, part: PartModel, aid: int, n: int) -> tuple[list[SimRecord], list[Record]]:
+        """``n`` new records for ``part`` (each named by its ``sim`` header), as the model and the API see them."""
         now = self.clock.now_ms()
         recs: list[SimRecord] = []
         records: list[Record] = []
@@ -464,27 +535,105 @@ class Simulation:
             value = None if tombstone else f"{ident}:".encode() * self.rng.choice([1, 4, 30])
             recs.append(SimRecord(ident, k, tombstone, ts))
             records.append(Record(k, value, ts, [("sim", ident.encode())]))
-        append = Append(aid, p.name, p.incarnation, key, ack or self.settings["ack"], recs)
-        if not blocking and self._touched is None:
-            self._touched = {key}  # queued only: no step runs
-        part.add(append)
+        return recs, records
+
+    def _new_aid(self) -> int:
+        aid = self.next_aid
+        self.next_aid += 1
+        return aid
+
+    def _append(self, p: SimProcess, *, blocking: bool, arrow: bool = False, produce: bool = False) -> str:
+        key = self.rng.choice(sorted(self.parts))
         plog = p.partition(*key)
-        what = f"a{aid} {part.name} n={n} ack={ack or 'default'}"
+        part = self._model_of(plog)  # a process that still sees a deleted incarnation writes there
+        n = self.rng.choice([1, 1, 2, 3, 5, 12])
+        ack = self.rng.choice(["wal", "s3", None])
+        aid = self._new_aid()
+        recs, records = self._records(part, aid, n)
+        batch: ProducerBatch | None = None
+        producer: SimProducer | None = None
+        if produce:
+            producer = self.rng.choice(self.producers[key])
+            if len(producer.sent) >= 3 and all(a.status == "refused" for a in producer.sent[-3:]):
+                producer.bump()  # as a Kafka producer does after OutOfOrderSequence (KIP-360)
+            batch = producer.next_batch(n)
+        append = Append(aid, p.name, p.incarnation, key, ack or self.settings["ack"], recs, producer=batch)
+        part.add(append)
+        if producer is not None:
+            producer.sent.append(append)
+        what = f"a{aid} {part.name} n={n} ack={ack or 'default'}{' arrow' if arrow else ''}"
+        if batch is not None:
+            what += f" producer {batch.producer_id}/{batch.producer_epoch} seq {batch.base_sequence}"
+        return self._submit(plog, p, part, append, records, ack, blocking=blocking, arrow=arrow, what=what)
+
+    def _model_of(self, plog: PartitionLog) -> PartModel:
+        """The model of the incarnation ``plog`` writes (a process may see a deleted one for a while)."""
+        part = self.models[(plog.topic_id, plog.partition)]
+        if part is not self.parts.get((plog.topic, plog.partition)):
+            self.count("stale_topic_writes")
+        return part
+
+    def _retry(self, p: SimProcess) -> str:
+        """A producer resends one of its recent batches (the same records)."""
+        key = self.rng.choice(sorted(k for k, prods in self.producers.items() if any(x.sent for x in prods)))
+        part = self.parts[key]
+        producer = self.rng.choice([x for x in self.producers[key] if x.sent])
+        original = self.rng.choice(producer.retriable())
+        assert original.producer is not None
+        plog = p.partition(*key)
+        if self._append_part.get(original.aid) is not part or self._model_of(plog) is not part:
+            return f"a{original.aid}: another incarnation of {part.name}, not resent"
+        if any(r.ident in part.gone for r in original.records):
+            return f"a{original.aid}: removed since (retention, compaction), not resent"
+        expected = must_dedupe(producer, original, part)
+        part.retried(original)
+        ack = self.rng.choice(["wal", "s3", None])
+        retry = Append(self._new_aid(), p.name, p.incarnation, key, ack or self.settings["ack"], original.records,
+                       producer=original.producer, retry_of=original)
+        self._retries[retry.aid] = (producer, expected)
+        records = [Record(r.key, None if r.tombstone else f"{r.ident}:".encode(), r.timestamp,
+                          [("sim", r.ident.encode())]) for r in original.records]
+        # the value differs from the original's (its length was drawn): the log must keep the original's
+        batch = original.producer
+        what = (f"a{retry.aid} retry of a{original.aid} ({original.status}) {part.name} ack={ack or 'default'} "
+                f"producer {batch.producer_id}/{batch.producer_epoch} seq {batch.base_sequence}"
+                f"{' must dedupe' if expected else ''}")
+        return self._submit(plog, p, part, retry, records, ack, blocking=self.rng.random() < 0.3,
+                            arrow=self.rng.random() < 0.5, what=what)
+
+    def _bump_epoch(self) -> str:
+        key = self.rng.choice(sorted(self.producers))
+        producer = self.rng.choice(self.producers[key])
+        producer.bump()
+        return f"producer {producer.producer_id} of {self.parts[key].name}: epoch {producer.epoch}"
+
+    def _submit(self, plog: PartitionLog, p: SimProcess, part: PartModel, append: Append, records: list[Record],
+                ack: str | None, *, blocking: bool, arrow: bool, what: str) -> str:
+        """Append ``records`` through the record or the Arrow API, blocking or not; the model learns the outcome."""
+        if not blocking and self._touched is None:
+            self._touched = {append.part}  # queued only: no step runs
+        self._append_part[append.aid] = part
+        batch = append.producer
         if blocking:
             try:
-                result = plog.append(records, ack=ack)
+                result = (plog.append_arrow(_arrow_table(records), ack=ack, producer=batch) if arrow else
+                          plog.append(records, ack=ack, producer=batch))
             except BufferFull:
                 append.status, append.outcome = "refused", "BufferFull"
+                self._settled_retry(p, append, None)
                 return f"{what}: refused BufferFull"
             except S3StreamError as exc:
-                append.status, append.outcome = "failed", type(exc).__name__
+                append.status, append.outcome = _failed(exc), type(exc).__name__
+                self._settled_retry(p, append, None)
                 raise
             self._acked(p, p.incarnation, append, result)
             return f"{what}: acked at {result.base_offset}"
         try:
-            future = plog.append_async(records, ack=ack)
+            future = (plog.append_arrow_async(_arrow_table(records), ack=ack, producer=batch) if arrow else
+                      plog.append_async(records, ack=ack, producer=batch))
         except S3StreamError as exc:
             append.status, append.outcome = "refused", type(exc).__name__
+            self._settled_retry(p, append, None)
             raise
         p.pending.append(append)
         future.add_done_callback(functools.partial(self._resolved, p, p.incarnation, append))
@@ -498,7 +647,8 @@ class Simulation:
             p.pending.remove(append)
         error = future.exception()
         if error is not None:
-            append.status, append.outcome = "failed", type(error).__name__
+            append.status, append.outcome = _failed(error), type(error).__name__
+            self._settled_retry(p, append, None)
             if p.incarnation == incarnation:
                 self._learn(p, error)
             if isinstance(error, _BUGS):
@@ -506,8 +656,40 @@ class Simulation:
             return
         self._acked(p, incarnation, append, future.result())
 
+    def _settled_retry(self, p: SimProcess, append: Append, result: AppendResult | None) -> None:
+        """A producer's retry settled (``result`` None: refused or failed). One the log must deduplicate must
+        get its original's offsets; a typed refusal of it is a finding."""
+        known = self._retries.pop(append.aid, None)
+        original = append.retry_of
+        if known is None or original is None:
+            return
+        producer, expected = known
+        part = self._append_part[append.aid]
+        self.trace.append(f"  retry a{append.aid} of a{original.aid}: "
+                          f"{append.outcome if result is None else f'acked at {result.base_offset}'}")
+        # still (no crash or takeover since), and from the partition's writer (a node that has not learned yet
+        # that another took the partition over serves its own stale producer state: its acks are replaced)
+        expected = expected and must_dedupe(producer, original, part) and part.writer == append.proc
+        if result is None:
+            if expected and append.outcome in ("OutOfOrderSequence", "ProducerFenced"):
+                self.problems.append(f"{p.name}: retry a{append.aid} of the acknowledged a{original.aid} (at "
+                                     f"{original.base}, among its producer's last batches) refused with "
+                                     f"{append.outcome}")
+            return
+        where = part.must.get(original.records[0].ident)  # the original's, or an earlier retry's that wrote it
+        if expected and result.base_offset != where:
+            self.problems.append(f"{p.name}: retry a{append.aid} of a{original.aid} acknowledged at "
+                                 f"{result.base_offset}, the original's records are at {where}")
+        if where is not None and result.base_offset == where:
+            self.count("producer_dedupes")
+            if append.ack == "s3" and original.ack == "wal":
+                original.ack = "s3"  # the retry's ack=s3 promises the original's records are in the bucket
+
     def _acked(self, p: SimProcess, incarnation: int, append: Append, result: AppendResult) -> None:
-        part = self.parts[append.part]
+        part = self._append_part.get(append.aid) or self.parts[append.part]
+        if append.retry_of is not None:
+            self._settled_retry(p, append, result)
+            part.retried(append.retry_of)  # a takeover since it was sent may have let its records go
         if p.incarnation == incarnation and p.fenced:
             self.problems.append(f"{p.name}#{incarnation} acknowledged append a{append.aid} ({append.ack}) at "
                                  f"{result.base_offset} after it learned it was fenced")
@@ -594,6 +776,64 @@ class Simulation:
         new_start = plog.delete_records(target)
         return f"{part.name} before {target}: log start {new_start}"
 
+    def _add_partitions(self, p: SimProcess) -> str:
+        """Grow a topic by a partition (Kafka's CreatePartitions); the new one starts empty."""
+        t = self.rng.choice(self.topics)
+        have = sum(1 for (name, _) in self.parts if name == t.name)
+        if have >= 4:
+            return f"{t.name} has {have} partitions already"
+        store = self._store(p)
+        try:
+            store.add_partitions(t.name, have + 1)
+            outcome = f"{t.name} has {have + 1} partitions"
+        except S3StreamError as exc:
+            outcome = f"{t.name}: error {type(exc).__name__}"
+        total = self._catalog_doc(p, t.name).partitions  # what the catalog holds (a lost response may have landed)
+        if total > have:
+            self._register(t, self.topic_ids[t.name], range(have, total))
+        return outcome
+
+    def _recreate(self, p: SimProcess) -> str:
+        """Delete a topic and create it again under the same name: the new incarnation starts empty (nothing of
+        the old one may turn up in it) and GC takes the old one's objects."""
+        t = self.rng.choice(self.topics)
+        count = sum(1 for (name, _) in self.parts if name == t.name)
+        store = self._store(p)
+        old_id = self.topic_ids[t.name]
+        try:
+            store.delete_topic(t.name)
+            store.create_topic(t.name, count, self.configs[t.name])
+            outcome = f"{t.name} recreated"
+        except S3StreamError as exc:  # as an operator would: finish it with the bucket answering
+            outcome = f"{t.name}: error {type(exc).__name__}, finished without faults"
+            assert p.faulty is not None
+            with p.faulty.paused():
+                doc = store.runtime.catalog.load(t.name, refresh=True)
+                if doc is not None and not doc.deleted and doc.topic_id == old_id:
+                    store.delete_topic(t.name)
+                doc = store.runtime.catalog.load(t.name, refresh=True)
+                if doc is None or doc.deleted:
+                    store.create_topic(t.name, count, self.configs[t.name])
+        new_id = self._catalog_doc(p, t.name).topic_id
+        self.observer.dead_topic_ids.add(old_id)
+        self.grace.file_delete_delay_ms.pop(old_id, None)
+        for key in [k for k in self.parts if k[0] == t.name]:
+            del self.parts[key]
+            del self.producers[key]
+        self._register(t, new_id, range(count))
+        self.count("topics_recreated")
+        return outcome
+
+    def _catalog_doc(self, p: SimProcess, name: str) -> TopicDoc:
+        """The topic document the catalog holds now (read with faults paused: the simulation's own look)."""
+        assert p.faulty is not None
+        assert p.store is not None
+        with p.faulty.paused():
+            doc = p.store.runtime.catalog.load(name, refresh=True)
+        assert doc is not None, f"topic {name} is gone"
+        assert not doc.deleted, f"topic {name} is deleted"
+        return doc
+
     def _alter(self, p: SimProcess) -> str:
         topic = self.rng.choice([t.name for t in self.topics])
         key = self.rng.choice(sorted(ALTERS))
@@ -601,8 +841,7 @@ class Simulation:
         if key == "retention.ms" and "delete" not in self.configs[topic]["cleanup.policy"]:
             key, value = "segment.ms", "2000"
         if key == "file.delete.delay.ms":
-            store = self._store(p)
-            topic_id = store.topic_id(topic)
+            topic_id = self.topic_ids[topic]
             self.grace.file_delete_delay_ms[topic_id] = min(self.grace.file_delete_delay_ms.get(topic_id, 1 << 62),
                                                             int(value))
         self._store(p).alter_topic_config(topic, {key: value})
@@ -628,6 +867,18 @@ class Simulation:
         after = self.rng.choice([0, 0, 1, 3])
         p.crash.arm(point, after=after)
         return f"{point} after {after}"
+
+    def _crash_during(self, p: SimProcess, *, quiet: bool) -> str:
+        """Arm a crash point that only maintenance passes reach, and run such a pass now (armed at random, those
+        points rarely meet a pass with work to do; see :data:`_RARE_POINTS`)."""
+        point, run = self.rng.choice([r for r in _RARE_POINTS if quiet or r[1] != "flush"])  # (flush() waits)
+        passes: dict[str, Callable[[], str]] = {
+            "clean": lambda: self._clean(p, flush=False), "retention": lambda: self._retention(p, flush=False),
+            "gc": lambda: self._gc(p), "flush": lambda: self._blocking(p, "flush")}
+        p.crash.arm(point)
+        outcome = passes[run]()
+        p.crash.disarm(point)  # the pass had nothing to do there: the point stays quiet
+        return f"{point}: {outcome}"
 
     # -- time ---------------------------------------------------------------------------------------------------------
 
@@ -682,6 +933,12 @@ class Simulation:
         self.count("disk_full")
         return f"for {self.disk_full_left} steps"
 
+    def _read_only(self) -> str:
+        self.disks.read_only = True
+        self.read_only_left = self.rng.randint(2, 8)
+        self.count("read_only_phases")
+        return f"for {self.read_only_left} steps"
+
     def _fsync_failure(self) -> str:
         self.disks.failing_fsyncs += 1
         self.count("fsync_failures")
@@ -698,6 +955,11 @@ class Simulation:
             if not self.disk_full_left:
                 self.disks.full = False
                 self.trace.append(f"{self.step_no} disk has room again")
+        if self.read_only_left:
+            self.read_only_left -= 1
+            if not self.read_only_left:
+                self.disks.read_only = False
+                self.trace.append(f"{self.step_no} disk writable again")
 
     # -- the audit ------------------------------------------------------------------------------------------------
 
@@ -720,7 +982,12 @@ class Simulation:
                 continue
             part = self.parts[key]
             proc = reader or self._reader_for(part)
-            rows, log_start, leo = self._read(proc, key, when, full=full)
+            got = self._read(proc, key, when, full=full)
+            if got is None:
+                summary.append(f"{part.name}:stale")
+                continue
+            rows, log_start, leo = got
+            self.count("acked_records_checked", len(part.must))
             try:
                 parked = frozenset(p.name for p in self.procs.values() if p.parked)
                 part.check(rows, log_start, leo, reader=f"{proc.name}#{proc.incarnation}", parked=parked)
@@ -741,13 +1008,21 @@ class Simulation:
         return self.reader
 
     def _read(self, proc: SimProcess, key: tuple[str, int], when: str, *, full: bool
-              ) -> tuple[list[Row], int, int]:
-        """Every record of partition ``key`` as ``proc`` sees it (faults paused: the audit reads, nothing else)."""
+              ) -> tuple[list[Row], int, int] | None:
+        """Every record of partition ``key`` as ``proc`` sees it (faults paused: the audit reads, nothing else);
+        None while ``proc`` still sees a deleted incarnation of the topic (its catalog cache, refreshed every
+        few seconds, or kept through an outage: a stale view, not data of the new incarnation)."""
         assert proc.store is not None
         assert proc.faulty is not None
         try:
             with proc.faulty.paused():
                 plog = proc.store.partition(*key)
+                if plog.topic_id != self.topic_ids[key[0]]:
+                    if when.startswith("final") and (proc is not self.reader or "fresh" in when):  # reopened
+                        raise AuditFailure(f"step {self.step_no} ({when}): {proc.name}#{proc.incarnation} still "
+                                           f"sees a deleted incarnation of {key[0]}")
+                    self.count("stale_topic_views")
+                    return None
                 rows, log_start, leo = read_all(plog) if full else self._read_fast(plog, self.parts[key])
         except S3StreamError as exc:
             raise AuditFailure(f"step {self.step_no} ({when}): reading {key[0]}-{key[1]} through "
@@ -787,3 +1062,19 @@ class Simulation:
             reader = SegmentReader(ranged_fetch(self.observer.inner, seg.key), seg.object_size, source=seg.key)
             cached = self._segments[seg.key] = table_rows(reader.read_all(), seg.offset_delta)
         return cached
+
+
+def _failed(exc: BaseException) -> str:
+    """An append's status after ``exc``: a producer's typed refusal wrote nothing, anything else may have."""
+    return "refused" if isinstance(exc, (OutOfOrderSequence, ProducerFenced)) else "failed"
+
+
+def _arrow_table(records: list[Record]) -> pa.Table:
+    """``records`` as the Arrow API takes them (key, value, timestamp, headers)."""
+    return pa.table({
+        "key": pa.array([r.key for r in records], type=pa.binary()),
+        "value": pa.array([r.value for r in records], type=pa.binary()),
+        "timestamp": pa.array([r.timestamp for r in records], type=pa.int64()),
+        "headers": pa.array([[{"key": k, "value": v} for k, v in r.headers or ()] for r in records],
+                            type=HEADER_TYPE),
+    })

@@ -6,7 +6,8 @@ The handler only queues that job (:class:`..records.order.OrderedJobs`, on the e
 order; the queued jobs of pipelined requests run one after the other in one pool call) and returns, so
 appends keep the order the client sent them in. The waits are the :class:`~..api.Later` reply: acks=1 is
 acknowledged from the local WAL, acks=all (-1) per ``kafka.acks.all`` (the bucket by default), acks=0 gets no
-response at all. Once acknowledged the batch goes to the tail cache and wakes long-polling fetches
+response at all. Once fsynced in the local WAL the batch goes to the tail cache (the store's ``on_wal`` hook,
+before an acks=all acknowledgement from the bucket); acknowledged, it wakes long-polling fetches
 (:class:`~..records.datapath.DataPath`).
 
 Errors are per partition (Kafka's): UNKNOWN_TOPIC_OR_PARTITION, CORRUPT_MESSAGE (CRC, bounds),
@@ -18,7 +19,6 @@ idempotence errors, and REQUEST_TIMED_OUT when an acks=all wait outlasts the req
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import datetime
 import functools
 import logging
@@ -92,11 +92,12 @@ async def _handle(broker: Broker, ctx: RequestContext, request: Any) -> Any:
         return _response(version, [_Topic(*_topic_key(t), [_Partition(int(p.index), ErrorCode.invalid_required_acks)
                                                           for p in t.partition_data]) for t in request.topic_data])
     ack = "wal" if acks == 1 else broker.config.acks_all
-    started = broker.component(OrderedJobs).run(functools.partial(_start, broker, version, request, ack))
+    datapath = broker.component(DataPath)  # on the loop: components are built there
+    started = broker.component(OrderedJobs).run(functools.partial(_start, broker, datapath, version, request, ack))
     timeout = request.timeout.total_seconds() if acks == -1 else 0.0
     finish = _finish(broker, started, timeout)
     if acks == 0:
-        broker.component(DataPath).background(finish)
+        datapath.background(finish)
         return None
     return Later(_respond(version, finish))
 
@@ -108,7 +109,7 @@ def _topic_key(topic: Any) -> tuple[str | None, uuid.UUID | None]:
 # -- in the pool: check, decode, start the appends ------------------------------------------------------
 
 
-def _start(broker: Broker, version: int, request: Any, ack: str) -> list[_Topic]:
+def _start(broker: Broker, datapath: DataPath, version: int, request: Any, ack: str) -> list[_Topic]:
     """Check and decode every batch, then submit each partition's append (after the requests before it)."""
     topics = _prepare(broker, version, request)
     for part in (p for t in topics for p in t.partitions):
@@ -116,7 +117,10 @@ def _start(broker: Broker, version: int, request: Any, ack: str) -> list[_Topic]
             continue
         try:
             part.log_start_offset = part.plog.log_start_offset
-            part.future = part.plog.append_arrow_async(part.table, ack=ack, producer=part.producer)
+            hook = None
+            if not part.log_append and part.header is not None and part.data is not None:
+                hook = functools.partial(datapath.in_wal, part.plog, part.header, part.data)
+            part.future = part.plog.append_arrow_async(part.table, ack=ack, producer=part.producer, on_wal=hook)
         except S3StreamError as exc:
             part.fail(error_code(exc), str(exc))
         except Exception as exc:  # a bug must fail this partition, never the connection
@@ -195,8 +199,7 @@ async def _finish(broker: Broker, started: asyncio.Future[list[_Topic]], wait_s:
     if not parts:
         return topics
     futures = [p.future for p in parts if p.future is not None]
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(all_done(futures), wait_s if wait_s > 0 else None)
+    await all_done(futures, wait_s if wait_s > 0 else None)
     datapath = broker.component(DataPath)
     appended = []
     for part in parts:
@@ -212,11 +215,10 @@ async def _finish(broker: Broker, started: asyncio.Future[list[_Topic]], wait_s:
             if not isinstance(exc, S3StreamError):
                 log.error("append to %s failed", part.plog, exc_info=exc)
             continue
-        part.result = result = fut.result()
+        part.result = fut.result()
         assert part.plog is not None
         assert part.header is not None
-        assert part.data is not None
-        datapath.appended(part.plog, part.header, part.data, result, cacheable=not part.log_append)
+        datapath.appended(part.plog, part.header)
         if part.log_append:
             appended.append(part)
     if appended:
@@ -224,10 +226,14 @@ async def _finish(broker: Broker, started: asyncio.Future[list[_Topic]], wait_s:
     return topics
 
 
-def all_done(futures: list[Future[Any]]) -> asyncio.Future[None]:
-    """An event-loop future done once every one of ``futures`` is: one wake-up of the loop, not one each."""
+def all_done(futures: list[Future[Any]], timeout_s: float | None = None) -> asyncio.Future[None]:
+    """An event-loop future done once every one of ``futures`` is, or after ``timeout_s``: one wake-up of the
+    loop, not one each (and no task, as ``asyncio.wait_for`` would make)."""
     loop = asyncio.get_running_loop()
     waiter: asyncio.Future[None] = loop.create_future()
+    if timeout_s is not None:
+        timer = loop.call_later(timeout_s, _resolve, waiter)
+        waiter.add_done_callback(lambda _w: timer.cancel())
     left = [len(futures)]
     lock = threading.Lock()
 

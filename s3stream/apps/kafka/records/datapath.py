@@ -1,7 +1,8 @@
 """The state Produce and Fetch share (one broker component): the fetch caches and the append signals.
 
-* ``appended`` (event loop, after an append is acknowledged): keep the producer's batch for tailing
-  consumers (:mod:`.tail_cache`), wake the fetches waiting on the partition (:mod:`.signals`);
+* ``in_wal`` (the store's fsync thread, once a produced batch is in the local WAL): keep the producer's
+  batch for tailing consumers (:mod:`.tail_cache`); ``appended`` (event loop, after an append is
+  acknowledged): wake the fetches waiting on the partition (:mod:`.signals`);
 * ``read`` (a pool thread): one partition's part of a fetch, from the tail cache, the cold cache, or the
   store (``read_arrow`` encoded into v2 batches: kept in the cold cache when they came from a sealed
   segment, in the tail cache when from unsealed records, which never change either).
@@ -111,13 +112,17 @@ class DataPath:
 
     # -- produce (event loop) ------------------------------------------------------------------------
 
-    def appended(self, plog: PartitionLog, header: BatchHeader, data: bytes, result: AppendResult, *,
-                 cacheable: bool) -> None:
-        """An append was acknowledged: keep its batch for tailing fetches and wake the ones waiting."""
-        self.broker.metrics.produce_records.inc(header.record_count)
-        if cacheable and result.last_offset - result.base_offset + 1 == header.record_count:
+    def in_wal(self, plog: PartitionLog, header: BatchHeader, data: bytes, result: AppendResult) -> None:
+        """A produced batch is fsynced (the store's ``on_wal`` hook, on its fsync thread): keep it for tailing
+        fetches, which may serve it from now on (it is below the high watermark), long before an acks=all
+        acknowledgement from the bucket."""
+        if result.last_offset - result.base_offset + 1 == header.record_count:
             self.tail.put((plog.topic_id, plog.partition), result.base_offset, result.last_offset + 1,
                           rebased(data, result.base_offset))
+
+    def appended(self, plog: PartitionLog, header: BatchHeader) -> None:
+        """An append was acknowledged: count it and wake the fetches waiting on the partition."""
+        self.broker.metrics.produce_records.inc(header.record_count)
         self.signals.notify(plog.topic, plog.partition)
 
     # -- fetch (pool thread) -------------------------------------------------------------------------
@@ -185,8 +190,8 @@ class DataPath:
         if segment is not None and segment.key and batches and range_end > offset:
             self.cold.put(segment.key, offset, range_end, batches, bases)
         elif segment is None and plog.is_writer and batches:
-            # unsealed records never change: keep them with the producers' batches (an acks=all batch
-            # arrives there only with its acknowledgement, after the fsync that woke its consumers)
+            # unsealed records never change: keep them with the producers' batches (a produced batch
+            # arrives there just after the fsync that may have woken this fetch)
             ends = [*bases[1:], int(table.column("offset")[-1].as_py()) + 1]
             for data, base, end_offset in zip(batches, bases, ends, strict=True):
                 self.tail.put(key, base, end_offset, data)
