@@ -15,17 +15,16 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, TypeVar
+from typing import IO, Any
 
-from s3stream.base.ids import IdSource
 from s3stream.base.records import Record
+from s3stream.testing.sim.setup import SimRandom
 
 __all__ = ["HEADER", "AckedRecord", "ChaosRandom", "Event", "SideLog", "digest", "make_records", "read_events"]
 
-T = TypeVar("T")
 
 #: The record header naming a chaos record.
 HEADER = "chaos"
@@ -50,26 +49,14 @@ def derive(seed: int, *parts: object) -> int:
     return value
 
 
-class ChaosRandom:
+class ChaosRandom(SimRandom):
     """Seeded choices from the injected randomness (:class:`IdSource`), seeded from ``seed`` and ``parts``."""
 
     def __init__(self, seed: int, *parts: object) -> None:
-        self._ids = IdSource(derive(seed, *parts))
-
-    def random(self) -> float:
-        return self._ids.random()
-
-    def randrange(self, stop: int) -> int:
-        return self._ids.randrange(stop)
-
-    def randint(self, low: int, high: int) -> int:
-        return low + self._ids.randrange(high - low + 1)
+        super().__init__(derive(seed, *parts))
 
     def uniform(self, low: float, high: float) -> float:
         return self._ids.uniform(low, high)
-
-    def choice(self, items: Sequence[T]) -> T:
-        return items[self._ids.randrange(len(items))]
 
     def randbytes(self, n: int) -> bytes:
         return bytes.fromhex(self._ids.token((n + 1) // 2))[:n]
