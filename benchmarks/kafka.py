@@ -10,12 +10,14 @@ its GIL with them, as in a deployment), the Python API path in this process (as 
 Records are keyless with 1 KiB values (:mod:`benchmarks.kafka_data`), round-robin over the partitions.
 Phases:
 
-1. **Produce**: confluent-kafka produces ``--mib`` into one topic (acks=all, ``linger.ms``, 1 MB batches, no
+1. **Produce**: an untimed warm-up first produces a quarter of ``--mib`` through Kafka into a topic of its own
+   (the process's heaps grow to what requests in flight need once, before either timed path, as in a server that has
+   been running). Then confluent-kafka produces ``--mib`` into one topic (acks=all, ``linger.ms``, 1 MB batches, no
    compression: :func:`~benchmarks.kafka_clients.producer_config`) and waits for every acknowledgement; then the
-   Python API appends the same records to a second topic with ``append_arrow_async`` from ``--api-threads``
-   threads, in batches of the records the Kafka producer really put in a batch (its own statistics; or
-   ``--api-batch-records``), with the ack mode the server gives acks=all. Both topics are then flushed and
-   every partition rolled, so all of it is in sealed segments.
+   Python API appends the same records to a second topic with ``append_arrow_async`` from ``--api-threads`` threads,
+   in batches of the records the Kafka producer really put in a batch (its own statistics;
+   or ``--api-batch-records``), with the ack mode the server gives acks=all. Both topics are then flushed and every
+   partition rolled, so all of it is in sealed segments.
 2. **Catch-up**: the store and a new server are opened again (empty caches) and a consumer (``assign`` from 0)
    reads the whole Kafka topic (cold), then a second consumer reads it again (warm); then the store is opened
    again and ``read_arrow`` reads the same topic partition by partition (cold, then warm), and the Python API's
@@ -64,11 +66,13 @@ from s3stream.apps.kafka.server import KafkaServerThread
 from s3stream.base.allocator import tune_allocator
 from s3stream.base.errors import S3StreamError
 
-__all__ = ["KafkaBenchConfig", "make_config", "measure", "render_markdown", "run", "run_standalone"]
+__all__ = ["KafkaBenchConfig", "bounds", "make_config", "measure", "render_markdown", "run", "run_standalone"]
 
 MiB = 1 << 20
 STORE = "kafka-bench"
 TOPIC_KAFKA, TOPIC_API = "produced-by-kafka", "produced-by-api"
+TOPIC_WARM_UP = "warm-up"
+WARM_UP_FRACTION = 4  # the untimed warm-up produces 1/4 of --mib
 E2E_KAFKA, E2E_API = "e2e-kafka", "e2e-api"
 PRODUCE_TARGET = 0.7
 CATCHUP_TARGET = 0.7
@@ -165,11 +169,13 @@ def _produce(target: Target, cfg: KafkaBenchConfig, values: Values, clients: Cli
         server = _serve(store, cfg)
         try:
             ack = server.server.config.acks_all
+            warm_up = _warm_up(store, server, cfg, values, clients)
             _say(f"Kafka produce: {cfg.mib} MiB, {partitions} partitions, acks=all")
             meter, seen = CpuMeter(), ServerMeter(server.server.broker.metrics)
             kafka = clients.call(produce_all, server.bootstrap, TOPIC_KAFKA, values, counts,
                                  linger_ms=cfg.linger_ms, batch_bytes=cfg.batch_bytes, timeout_s=TIMEOUT_S)
             kafka["cpu"], kafka["server"] = meter.stop(), seen.stop()
+            kafka["warm_up"], kafka["problems"] = warm_up, warm_up.pop("problems") + kafka["problems"]
         finally:
             server.stop()
         kafka["problems"] += [f"Kafka produce: partition {p} ends at {plog.log_end_offset}, {counts[p]} produced"
@@ -190,6 +196,20 @@ def _produce(target: Target, cfg: KafkaBenchConfig, values: Values, clients: Cli
     finally:
         store.close()
     return {"kafka": kafka, "api": api}, ack
+
+
+def _warm_up(store: s3stream.Store, server: KafkaServerThread, cfg: KafkaBenchConfig, values: Values,
+             clients: ClientProcess) -> dict[str, Any]:
+    """Produce a quarter of ``--mib`` through Kafka into a topic of its own, untimed, and flush it: the process's
+    heaps grow to what requests in flight need once, before either timed path (both run in this process), as
+    in a server that has been running; a first pass would otherwise pay that growth in page faults alone."""
+    counts = [max(1, c // WARM_UP_FRACTION) for c in cfg.counts]
+    _say(f"warm-up (untimed): {sum(counts) * cfg.record_bytes / MiB:.0f} MiB through Kafka")
+    store.create_topic(TOPIC_WARM_UP, partitions=cfg.partitions)
+    raw = clients.call(produce_all, server.bootstrap, TOPIC_WARM_UP, values, counts, linger_ms=cfg.linger_ms,
+                       batch_bytes=cfg.batch_bytes, timeout_s=TIMEOUT_S)
+    store.flush()
+    return {"records": sum(counts), "mb_per_s": raw["mb_per_s"], "problems": raw["problems"]}
 
 
 def _read_result(raw: dict[str, Any], expected: Checksums, what: str, meter: CpuMeter,
@@ -310,6 +330,39 @@ def _figures(body: dict[str, Any]) -> list[Figure]:
     ]
 
 
+def bounds(body: dict[str, Any], cores: int) -> dict[str, Any]:
+    """What this machine allows the Kafka path at best, from this run's own CPU measurements.
+
+    A path needs its server's and its client's CPU seconds per MB together, out of ``cores`` cores: it cannot
+    pass ``cores / (server + client CPU per MB)`` however well they overlap. A consumer's main thread (where
+    confluent-kafka hands each message to Python) runs on one core: it cannot pass ``1 / (its CPU per MB)``
+    even against a server that cost nothing. Each ceiling as a ratio is against the path's own reference."""
+    produce, cold = body["produce"]["kafka"], body["catchup"]["kafka_cold"]
+
+    def cpu_mb_per_s(part: dict[str, Any], seconds: float) -> float | None:
+        return round(part["payload_bytes"] / 1e6 / seconds, 1) if seconds > 0 else None
+
+    def ceiling(part: dict[str, Any], reference: float, main_thread: bool) -> dict[str, Any]:
+        both = part["cpu"]["cpu_s"] + part["client_cpu"]["cpu_s"]
+        by_cores = cpu_mb_per_s(part, both / cores)
+        main = cpu_mb_per_s(part, part["client_cpu"]["by_role_s"].get("MainThread", 0.0)) if main_thread else None
+        best = min(x for x in (by_cores, main) if x is not None) if by_cores is not None else None
+        return {"cores": cores, "server_and_client_cpu_s": round(both, 3), "cores_ceiling_mb_per_s": by_cores,
+                "client_main_thread_ceiling_mb_per_s": main, "ceiling_mb_per_s": best,
+                "ceiling_ratio": round(best / reference, 3) if best is not None and reference > 0 else None}
+
+    e2e = body["e2e"]["kafka"]
+    produce_mb = produce["payload_bytes"] / 1e6
+    e2e_mb = e2e["records"] * produce_mb / max(1, produce["records"])  # records of the same size
+    wall = e2e["cpu"].get("wall_s") or e2e["seconds"]
+    return {"produce": ceiling(produce, body["produce"]["api"]["mb_per_s"], main_thread=False),
+            "catchup": ceiling(cold, body["catchup"]["read_arrow_cold"]["mb_per_s"], main_thread=True),
+            "e2e": {"server_cpu_s": e2e["cpu"]["cpu_s"], "wall_s": wall,
+                    "server_busy_cores": round(e2e["cpu"]["cpu_s"] / wall, 3) if wall else None,
+                    "server_cpu_ms_per_mb": round(1e3 * e2e["cpu"]["cpu_s"] / e2e_mb, 3) if e2e_mb else None,
+                    "produce_server_cpu_ms_per_mb": round(1e3 * produce["cpu"]["cpu_s"] / produce_mb, 3)}}
+
+
 def run(spec: str, cfg: KafkaBenchConfig, work_dir: Path) -> dict[str, Any]:
     """Open the target, measure every phase, and return the result document."""
     tune_allocator(request_buffers=True)  # as ``s3stream serve`` runs its listener (both paths share it)
@@ -318,6 +371,7 @@ def run(spec: str, cfg: KafkaBenchConfig, work_dir: Path) -> dict[str, Any]:
         body = measure(target, cfg)
         target_info = {"spec": spec, "slug": target.slug, **target.description}
         machine = machine_info(str(work_dir))
+    body["bounds"] = bounds(body, int(machine.get("cores_usable") or machine.get("cores") or 1))
     slug = f"{target_slug(spec)}{'-quick' if cfg.quick else ''}"
     return doc.document(slug=slug, target=target_info, machine=machine, parameters=asdict(cfg), body=body,
                         figures=_figures(body), problems=_problems(body), notes=_notes(body))
@@ -356,7 +410,7 @@ def _server(part: dict[str, Any]) -> str:
 
 
 def _notes(body: dict[str, Any]) -> list[str]:
-    kafka = body["produce"]["kafka"]["producer"]
+    kafka, warm = body["produce"]["kafka"]["producer"], body["produce"]["kafka"]["warm_up"]
     return [
         "MB = 10^6 bytes of record values (no keys, no headers). The Kafka clients run in a child process of "
         "their own (spawned once, before anything is timed), so the server and the store have the benchmark's "
@@ -371,6 +425,11 @@ def _notes(body: dict[str, Any]) -> list[str]:
         "Cold: the store (and the server) were opened again after everything was flushed and sealed, so their "
         "caches were empty; the operating system's page cache was not dropped (on `file`, the objects' pages may "
         "be cached). The Kafka consumer reads before read_arrow, so any page cache favours read_arrow.",
+        f"Before the timed Kafka produce, an untimed warm-up produced {fmt(warm['records'])} records through Kafka "
+        f"into a topic of its own ({fmt(warm['mb_per_s'])} MB/s) "
+        "and flushed them: both timed paths run in one process, and its heaps grow to what the requests in flight "
+        "need once, as in a server that has been running (without it the first timed path pays that growth in "
+        "page faults alone).",
         "End to end: latency = the time a consumed record reaches the application - its send time (stamped in "
         "its value), nearest-rank percentiles; both paths batch per partition the same way (linger.ms, batch.size), "
         "the Python API reader polls every partition in turn and sleeps 1 ms after a round that found nothing; the "
@@ -408,6 +467,28 @@ def render_markdown(result: dict[str, Any]) -> str:
          fmt(r["e2e"]["p999_ms"]), fmt(r["e2e"]["max_ms"]), fmt(r["ack"]["p50_ms"]), fmt(r["ack"]["p99_ms"]),
          _cpu(r), _cpu(r, "client_cpu"), "OK" if not r["problems"] else "FAILED"]
         for label, r in (("Kafka", e2e["kafka"]), ("Python API", e2e["api"]))])
+    if "bounds" in result:
+        bp, bc = result["bounds"]["produce"], result["bounds"]["catchup"]
+        body.heading("What this machine allows").paragraph(
+            "Ceilings from this run's own CPU measurements (`bounds` in the JSON): the server's and the client's "
+            f"CPU seconds together, spread perfectly over {bp['cores']} cores, and a consumer's main thread on one "
+            "core. No server change can take a path past them.")
+        body.table(["path", "server + client CPU", "ceiling on the cores", "ceiling of the client's main thread",
+                    "as a ratio of the reference", "target"], [
+            ["Kafka produce", f"{fmt(bp['server_and_client_cpu_s'])} s", f"{fmt(bp['cores_ceiling_mb_per_s'])} MB/s",
+             "-", fmt(bp["ceiling_ratio"]), f">= {PRODUCE_TARGET}"],
+            ["Kafka catch-up, cold", f"{fmt(bc['server_and_client_cpu_s'])} s",
+             f"{fmt(bc['cores_ceiling_mb_per_s'])} MB/s", f"{fmt(bc['client_main_thread_ceiling_mb_per_s'])} MB/s",
+             fmt(bc["ceiling_ratio"]), f">= {CATCHUP_TARGET}"]])
+        be = result["bounds"].get("e2e")
+        if be is not None:
+            body.paragraph(
+                f"End to end at half load, the server's process kept {fmt(be['server_busy_cores'])} cores busy "
+                f"({fmt(be['server_cpu_s'])} s of CPU in {fmt(be['wall_s'])} s): "
+                f"{fmt(be['server_cpu_ms_per_mb'])} ms of CPU per MB in the producer's {c['linger_ms']} ms batches, "
+                f"against {fmt(be['produce_server_cpu_ms_per_mb'])} ms per MB in the produce phase's full ones. "
+                "Its Python runs under one GIL, so near one busy core requests queue for it, and the queue is what "
+                "the added latency measures.")
     body.heading("What the server saw").paragraph(
         "Requests per API over each Kafka phase and their mean time from arrival to response (the server's "
         "metrics; a long-polling Fetch waits up to `fetch.wait.max.ms` for data), and fetched batches by source.")

@@ -220,11 +220,13 @@ def _role(name: str) -> str:
 
 class CpuMeter:
     """Process CPU (``time.process_time``) and CPU by thread role over a phase, in seconds: started when built,
-    read by :meth:`stop` (``cpu_s`` and ``by_role_s``; threads that ended before it count as ``ended threads``)."""
+    read by :meth:`stop` (``cpu_s``, ``wall_s`` and ``by_role_s``; threads that ended before it count as
+    ``ended threads``)."""
 
     def __init__(self) -> None:
         self._before = _thread_cpu()
         self._cpu0 = time.process_time()
+        self._wall0 = time.perf_counter()
 
     def stop(self) -> dict[str, object]:
         cpu = time.process_time() - self._cpu0
@@ -238,7 +240,7 @@ class CpuMeter:
         ended = cpu - sum(by_role.values())  # threads that ended within the phase are gone from /proc
         if ended > 0:
             by_role["ended threads"] += ended
-        return {"cpu_s": round(cpu, 3),
+        return {"cpu_s": round(cpu, 3), "wall_s": round(time.perf_counter() - self._wall0, 3),
                 "by_role_s": {k: round(v, 3) for k, v in sorted(by_role.items(), key=lambda kv: -kv[1]) if v >= 0.01}}
 
 

@@ -44,4 +44,4 @@ def test_the_kafka_servers_request_buffers_setting_replaces_the_pinned_threshold
              "print(tune_allocator(request_buffers=True), allocator_setting())")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, env=env,
                          timeout=60).stdout.strip()
-    assert out == "True glibc mmap threshold 4194304 B, 2 glibc arenas, trim threshold 33554432 B"
+    assert out == "True glibc mmap threshold 33554432 B, 2 glibc arenas, trim threshold 268435456 B"

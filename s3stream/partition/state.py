@@ -134,9 +134,11 @@ class LogState:
         asks on every produce and fetch)."""
         if self.writer is not None:
             self._refresh_for_writer(None)
-            with self.lock:
-                if self.writer is not None:
-                    return self.manifest(refresh=False).log_start_offset
+            # no lock: a cached manifest is immutable and replacing it is one attribute store, while the
+            # lock is held by the appender for a whole round (a produce would wait for other batches' rounds)
+            cached = self._manifest
+            if cached is not None and self.writer is not None:
+                return cached.log_start_offset
         return self.view().log_start_offset
 
     def log_end_offset(self) -> int:

@@ -28,6 +28,13 @@ def test_kafka_benchmark_writes_verified_results_of_the_documented_shape(tmp_pat
         produced = result["produce"][path]
         assert produced["records"] == total and produced["mb_per_s"] > 0
     assert result["produce"]["kafka"]["producer"]["produce_requests"] > 0
+    assert result["produce"]["kafka"]["warm_up"]["records"] == total // 4
+    for path, reference in (("produce", result["produce"]["api"]), ("catchup", result["catchup"]["read_arrow_cold"])):
+        ceiling = result["bounds"][path]
+        assert 0 < ceiling["ceiling_mb_per_s"] <= ceiling["cores_ceiling_mb_per_s"]
+        assert ceiling["ceiling_ratio"] == pytest.approx(ceiling["ceiling_mb_per_s"] / reference["mb_per_s"], rel=1e-2)
+    assert result["bounds"]["catchup"]["client_main_thread_ceiling_mb_per_s"] > 0
+    assert result["bounds"]["e2e"]["server_busy_cores"] > 0 and result["bounds"]["e2e"]["server_cpu_ms_per_mb"] > 0
     assert set(result["catchup"]) == {"kafka_cold", "kafka_warm", "read_arrow_cold", "read_arrow_warm",
                                       "read_arrow_api_topic"}
     for read in result["catchup"].values():
@@ -51,3 +58,25 @@ def test_bad_shapes_are_usage_errors(tmp_path: Path) -> None:
         bench.make_config(record_bytes=8)
     assert invoke(["kafka", "--server-option", "no.such.option=1", "--out-dir", str(tmp_path)]) == 2
     assert not any(tmp_path.iterdir())
+
+
+def test_the_ceilings_are_the_runs_cpu_seconds_spread_over_the_cores_and_the_consumers_main_thread() -> None:
+    def part(server_s: float, client_s: float, main_s: float) -> dict[str, object]:
+        return {"payload_bytes": 400_000_000, "cpu": {"cpu_s": server_s},
+                "client_cpu": {"cpu_s": client_s, "by_role_s": {"MainThread": main_s}}}
+
+    produce = {**part(3.0, 1.0, 0.8), "records": 400_000}
+    body = {"produce": {"kafka": produce, "api": {"mb_per_s": 250.0}},
+            "catchup": {"kafka_cold": part(1.0, 1.0, 0.5), "read_arrow_cold": {"mb_per_s": 1000.0}},
+            "e2e": {"kafka": {"records": 2_000_000, "seconds": 30.0, "cpu": {"cpu_s": 24.0, "wall_s": 32.0}}}}
+    out = bench.bounds(body, cores=2)
+    # produce: 4 s of CPU for 400 MB on 2 cores -> 200 MB/s at best, 0.8 of the API's 250
+    assert out["produce"]["cores_ceiling_mb_per_s"] == 200.0 and out["produce"]["ceiling_ratio"] == 0.8
+    assert out["produce"]["client_main_thread_ceiling_mb_per_s"] is None
+    # catch-up: 2 s on 2 cores -> 400 MB/s; the main thread's 0.5 s -> 800 MB/s; the lower one holds: 0.4
+    assert out["catchup"]["cores_ceiling_mb_per_s"] == 400.0
+    assert out["catchup"]["client_main_thread_ceiling_mb_per_s"] == 800.0
+    assert out["catchup"]["ceiling_mb_per_s"] == 400.0 and out["catchup"]["ceiling_ratio"] == 0.4
+    # end to end: 24 s of server CPU over the phase's 32 s for 2,000 MB; produce: 3 s for 400 MB
+    assert out["e2e"]["server_busy_cores"] == 0.75 and out["e2e"]["server_cpu_ms_per_mb"] == 12.0
+    assert out["e2e"]["produce_server_cpu_ms_per_mb"] == 7.5

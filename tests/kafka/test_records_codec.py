@@ -277,6 +277,15 @@ def test_encode_of_a_large_random_table_matches_kafka_python() -> None:
     assert read_back(encoded.batches, KpBatch) == list(zip(offsets, rows, strict=True))
 
 
+@pytest.mark.parametrize("value_bytes", [1, 100, 1024, 20_000])
+def test_encode_of_records_whose_varints_are_all_one_width_reads_back(value_bytes: int) -> None:
+    # every prefix field the same width in every row: the encoder skips its mask (a keyless, uniform stream)
+    rows: list[Row] = [(None, bytes([i % 251]) * value_bytes, 1_700_000_000_000, []) for i in range(60)]
+    encoded = encode_batches(stored_table(list(range(60)), rows), max_batch_bytes=1 << 30)
+    assert len(encoded.batches) == 1
+    assert read_back(encoded.batches, KpBatch) == list(enumerate(rows))
+
+
 def test_encode_of_nothing_is_no_batch() -> None:
     assert encode_batches(stored_table([], [])).batches == []
 

@@ -172,21 +172,27 @@ def _varint_size(z: U64) -> I64:
 def _varints(n: int, fields: list[tuple[U64, int]]) -> pa.Array:
     """A binary array whose row i is the varints of ``fields[*][0][i]`` back to back (each at most width).
 
-    Each field is written as an ``[n, width]`` block of 7-bit groups at once (row-major, so a row's bytes
-    stay together); a mask keeps each varint's own bytes, in one pass over the whole matrix.
+    Each field is written as an ``[n, w]`` block of 7-bit groups at once (row-major, so a row's bytes stay
+    together), ``w`` the widest that field is in this batch (not the widest it may be: deltas and lengths
+    are mostly one or two bytes); a mask keeps each varint's own bytes, unless every row is full width.
     """
-    width = sum(w for _, w in fields)
+    sizes = [_varint_size(z) if w > 1 else np.ones(n, dtype=np.int64) for z, w in fields]
+    widths = [int(size.max()) for size in sizes]
+    width = sum(widths)
     matrix = np.empty((n, width), dtype=np.uint8)
-    keep = np.empty((n, width), dtype=bool)
+    ragged = any(int(size.min()) < w for size, w in zip(sizes, widths, strict=True))
+    keep = np.empty((n, width), dtype=bool) if ragged else None
     col = 0
-    for z, w in fields:
+    for (z, _), size, w in zip(fields, sizes, widths, strict=True):
         lanes = np.arange(w)
-        size = _varint_size(z) if w > 1 else np.ones(n, dtype=np.int64)
         groups = (z[:, None] >> (np.uint64(7) * lanes.astype(np.uint64))) & _LOW7
         more = lanes + 1 < size[:, None]  # the continuation bit: another byte follows
         matrix[:, col:col + w] = groups.astype(np.uint8) | (more.astype(np.uint8) << 7)
-        keep[:, col:col + w] = lanes < size[:, None]
+        if keep is not None:
+            keep[:, col:col + w] = lanes < size[:, None]
         col += w
+    if keep is None:
+        return _binary_from(matrix.reshape(-1), np.arange(0, (n + 1) * width, width, dtype=np.int64))
     offsets = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(keep.sum(axis=1), out=offsets[1:])
     return _binary_from(matrix[keep], offsets)
