@@ -197,8 +197,13 @@ class TopicCatalog:
         self._remember(name, doc)
         return doc
 
-    def names(self, *, include_deleted: bool = False) -> list[str]:
-        """Names of the live topics, sorted: from the topic index (a probe, no LIST in steady state)."""
+    def names(self, *, include_deleted: bool = False, fresh: bool = True) -> list[str]:
+        """Names of the live topics, sorted: from the topic index (a probe, no LIST in steady state).
+
+        ``fresh`` reads every topic's document again to see which were deleted (a request per topic);
+        without it, the ones read within ``refresh_s`` are taken as this process last saw them, as appends
+        and reads take them (a Kafka server answering all-topics Metadata from a bucket of many topics).
+        """
         index = self._index.load_latest()
         names: set[str] = set(index.names) if index is not None else set()
         if index is None:  # an empty store, or one written before the index existed: list the documents
@@ -208,7 +213,7 @@ class TopicCatalog:
                     names.add(parts[1])
         out = []
         for name in sorted(names):
-            doc = self.load(name, refresh=True)
+            doc = self.load(name, refresh=fresh)
             if doc is not None and (include_deleted or not doc.deleted):
                 out.append(name)
         return out

@@ -32,7 +32,8 @@ from s3stream.base.records import RECORD_SCHEMA
 from s3stream.base.settings import StoreSettings
 from s3stream.objectstore.forwarding import ForwardingObjectStore
 from s3stream.objectstore.memory import MemoryObjectStore
-from s3stream.objectstore.protocol import ByteRange, ListEntry, ObjectMeta, ObjectStore
+from s3stream.objectstore.protocol import ObjectMeta, ObjectStore
+from s3stream.testing.gated import GatedObjectStore
 from s3stream.write.node import claim_namespace
 from s3stream.write.uploader import BufferedAppend, FlushedObject, Uploader
 
@@ -41,7 +42,7 @@ from .helpers import T0, open_mem, read_all
 FAST = {"upload_retry_backoff_ms": 5, "upload_retry_backoff_max_ms": 50}
 
 
-class Outage(ForwardingObjectStore):
+class Outage(GatedObjectStore):
     """Every request fails while :meth:`down`; records the bodies tried for each WAL-object key."""
 
     def __init__(self, inner: ObjectStore, kind: str = "unreachable") -> None:
@@ -58,7 +59,7 @@ class Outage(ForwardingObjectStore):
     def up(self) -> None:
         self._down.clear()
 
-    def _gate(self, op: str, key: str) -> None:
+    def gate(self, op: str, key: str) -> None:
         if not self._down.is_set():
             return
         with self.lock:
@@ -73,24 +74,7 @@ class Outage(ForwardingObjectStore):
         if key.startswith("wal/"):
             with self.lock:
                 self.wal_bodies[key].add(bytes(data))
-        self._gate("put", key)
         return super().put(key, data, if_none_match=if_none_match, if_match=if_match)
-
-    def get(self, key: str, byte_range: ByteRange | None = None) -> bytes:
-        self._gate("get", key)
-        return super().get(key, byte_range)
-
-    def head(self, key: str) -> ObjectMeta:
-        self._gate("head", key)
-        return super().head(key)
-
-    def list(self, prefix: str, *, start_after: str | None = None) -> collections.abc.Iterator[ListEntry]:
-        self._gate("list", prefix)
-        return super().list(prefix, start_after=start_after)
-
-    def delete(self, key: str) -> None:
-        self._gate("delete", key)
-        super().delete(key)
 
 
 def _eventually(cond: Callable[[], bool], timeout: float = 20.0) -> bool:

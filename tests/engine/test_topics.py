@@ -105,3 +105,24 @@ def test_delete_then_recreate_starts_empty(mem_url: str, tmp_path: Path) -> None
         log = again.partition("t", 0)
         assert [r.key for r in read_all(log)] == [b"new0"]
         assert again.describe_topic("t")["topic_id"] == new_id
+
+
+def test_listing_without_fresh_reads_the_index_not_every_topic(mem_url: str, tmp_path: Path) -> None:
+    # an all-topics Kafka Metadata lists every topic; re-reading each one's document was a request per topic
+    from s3stream.objectstore.recording import RecordingObjectStore
+    from s3stream.objectstore.url import open_object_store
+
+    recorder = RecordingObjectStore(open_object_store(mem_url))
+    with open_mem(mem_url, tmp_path, object_store=recorder) as store:
+        names = [f"t{i:02d}" for i in range(20)]
+        for name in names:
+            store.create_topic(name)
+        recorder.reset()
+        assert store.list_topics(fresh=False) == names
+        cached = sum(recorder.counts().values())
+        recorder.reset()
+        assert store.list_topics() == names
+        fresh = sum(recorder.counts().values())
+        assert cached <= 3 < len(names) <= fresh  # the index's probe, against one read per topic and more
+        store.delete_topic("t07")  # this process's own delete is seen at once either way
+        assert store.list_topics(fresh=False) == [n for n in names if n != "t07"]

@@ -21,7 +21,6 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,10 +31,10 @@ from s3stream import ManualClock, Record
 from s3stream.base import layout
 from s3stream.base.errors import BufferFull, StoreAccessError, StoreUnavailable, Throttled
 from s3stream.base.ids import IdSource
-from s3stream.objectstore.forwarding import ForwardingObjectStore
 from s3stream.objectstore.memory import MemoryObjectStore
-from s3stream.objectstore.protocol import ByteRange, ListEntry, ObjectMeta, ObjectStore
+from s3stream.objectstore.protocol import ObjectStore
 from s3stream.testing.faults import FaultRule, FaultyObjectStore
+from s3stream.testing.gated import GatedObjectStore
 from tests.engine.helpers import T0, open_mem, read_all
 
 RECORD = 2048
@@ -134,7 +133,7 @@ def test_a_throttling_storm_gives_backpressure_bounded_memory_and_loses_nothing(
         store.close()
 
 
-class Unreachable(ForwardingObjectStore):
+class Unreachable(GatedObjectStore):
     """Every request fails as ``kind`` while :attr:`down`: an unreachable endpoint (StoreAccessError after the
     S3 backend's own attempts) or 503 SlowDown; counts the refused WAL-object PUTs and when they came."""
 
@@ -145,7 +144,7 @@ class Unreachable(ForwardingObjectStore):
         self.down = False
         self.wal_put_times: dict[str, list[float]] = {}  # WAL-object key -> when each PUT of it was refused
 
-    def _gate(self, op: str, key: str) -> None:
+    def gate(self, op: str, key: str) -> None:
         if not self.down:
             return
         if op == "put" and key.startswith("wal/"):
@@ -154,27 +153,6 @@ class Unreachable(ForwardingObjectStore):
             raise StoreAccessError(f"endpoint http://127.0.0.1:9 unreachable (bucket b) after 8 attempts: "
                                    f"{op.upper()} {key!r}: EndpointConnectionError")
         raise Throttled(f"{op.upper()} {key!r}: 503 SlowDown", key=key)
-
-    def put(self, key: str, data: bytes | bytearray | memoryview, *, if_none_match: bool = False,
-            if_match: str | None = None) -> ObjectMeta:
-        self._gate("put", key)
-        return super().put(key, data, if_none_match=if_none_match, if_match=if_match)
-
-    def get(self, key: str, byte_range: ByteRange | None = None) -> bytes:
-        self._gate("get", key)
-        return super().get(key, byte_range)
-
-    def head(self, key: str) -> ObjectMeta:
-        self._gate("head", key)
-        return super().head(key)
-
-    def list(self, prefix: str, *, start_after: str | None = None) -> Iterator[ListEntry]:
-        self._gate("list", prefix)
-        return super().list(prefix, start_after=start_after)
-
-    def delete(self, key: str) -> None:
-        self._gate("delete", key)
-        super().delete(key)
 
 
 @pytest.mark.parametrize("kind", ["unreachable", "slowdown"])

@@ -82,7 +82,7 @@ def test_a_crash_between_write_and_sync_loses_only_the_unsynced_entries(mem: Mem
     assert first.result(timeout=0) == 0
     second = writer.append_async(b"written, not synced")
     assert writer.write_step()
-    mem.crash()
+    mem.crash(torn_tail=False)  # a torn tail may keep the whole unsynced frame (a disk that persisted it)
     assert not second.done()
     assert _steps(writer) == 1  # the dead disk refuses the fsync: the writer fails its pending entries
     with pytest.raises(WalError):

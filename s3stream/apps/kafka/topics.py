@@ -76,8 +76,8 @@ def auto_create(broker: Broker, name: str) -> TopicView:
 
 def describe_topics(broker: Broker, names: Sequence[str] | None, *, allow_create: bool) -> list[TopicView]:
     """The views of ``names`` (None: every live topic), auto-creating missing ones when ``allow_create``."""
-    if names is None:
-        names = broker.store.list_topics()
+    if names is None:  # every topic: a request per topic on every all-topics Metadata was too many
+        names = broker.store.list_topics(fresh=False)
         allow_create = False
     out = []
     for name in _unique(names):

@@ -15,7 +15,7 @@ recent batches from either process, epoch bumps); the engine's steps one at a ti
 ``flush()``, ``roll()``, retention passes, cleaner passes, GC, ``delete_records``, topic config changes,
 ``add_partitions``, ``delete_topic`` and a re-creation under the same name; clean restarts, kills (a process
 death, half of them with a power loss that tears the WAL's unsynced tail), crashes at every named crash point
-(:data:`~.runner.CRASH_POINTS`; those only maintenance passes reach are also armed right before such a pass,
+(:data:`~.lifecycle.CRASH_POINTS`; those only maintenance passes reach are also armed right before such a pass,
 so each fires a few times per few hundred seeds), a second writer process that takes
 partitions over (fencing the first) and is closed or killed in turn; clock ticks, jumps and backward skews;
 object-store faults (errors, throttling, timeouts before the request, lost responses after a write landed,
@@ -23,7 +23,7 @@ object-store faults (errors, throttling, timeouts before the request, lost respo
 failed fsync, a read-only disk for a while, a flipped byte in the middle of a dead process's WAL: see
 :mod:`.disk`).
 
-The auditor (:mod:`.model`, :mod:`.bucket`), after every step:
+The auditor (:mod:`.audit`, :mod:`.model`, :mod:`.bucket`), after every step:
 
 * every acknowledged record is readable at its offset, unless retention (its timestamp older than the cutoff
   of a pass), DeleteRecords or compaction (a later record of its key is in the log) removed it, or it was an
