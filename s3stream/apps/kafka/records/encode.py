@@ -170,7 +170,8 @@ def _varint_size(z: U64) -> I64:
 
 
 def _varints(n: int, fields: list[tuple[U64, int]]) -> pa.Array:
-    """A binary array whose row i is the varints of ``fields[*][0][i]`` back to back (each at most width).
+    """A binary array whose row i is the varints of ``fields[*][0][i]`` back to back (a field declared 1 byte
+    wide is taken as one byte without measuring it).
 
     Each field is written as an ``[n, w]`` block of 7-bit groups at once (row-major, so a row's bytes stay
     together), ``w`` the widest that field is in this batch (not the widest it may be: deltas and lengths
