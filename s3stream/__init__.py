@@ -32,7 +32,7 @@ from s3stream.base.errors import (
     UnknownTopic,
 )
 from s3stream.base.ids import IdSource
-from s3stream.base.records import AppendResult, Record, SegmentInfo
+from s3stream.base.records import AppendResult, LogExtent, Record, SegmentInfo
 from s3stream.partition.log import PartitionLog
 from s3stream.store import Store, open_store
 
@@ -47,6 +47,7 @@ __all__ = [
     "InvalidArgument",
     "InvalidConfig",
     "InvalidRecord",
+    "LogExtent",
     "ManualClock",
     "OffsetOutOfRange",
     "PartitionLog",

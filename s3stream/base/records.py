@@ -19,6 +19,7 @@ flush, read, compaction) move ``pyarrow.RecordBatch`` values and never loop over
 
 from __future__ import annotations
 
+import bisect
 import operator
 import reprlib
 from collections.abc import Iterable, Sequence
@@ -36,6 +37,7 @@ __all__ = [
     "INT64_MIN",
     "RECORD_SCHEMA",
     "AppendResult",
+    "LogExtent",
     "PreparedColumns",
     "Record",
     "SegmentInfo",
@@ -189,6 +191,23 @@ class SegmentInfo:
     max_timestamp: int
     sealed: bool = True
     key: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LogExtent:
+    """A partition's bounds and sealed segments at one instant (``PartitionLog.extent()``)."""
+
+    log_start_offset: int
+    high_watermark: int
+    log_end_offset: int
+    #: the sealed segments, in offset order (rolled and active ones are not here: ``segments()`` has them)
+    sealed: tuple[SegmentInfo, ...]
+
+    def sealed_at(self, offset: int) -> SegmentInfo | None:
+        """The sealed segment holding ``offset``, if any."""
+        i = bisect.bisect_left(self.sealed, offset, key=lambda s: s.last_offset)
+        seg = self.sealed[i] if i < len(self.sealed) else None
+        return seg if seg is not None and seg.base_offset <= offset else None
 
 
 def batch_from_records(records: Sequence[Record], base_offset: int, timestamps: Sequence[int]) -> pa.RecordBatch:

@@ -27,6 +27,7 @@ from s3stream.base.records import (
     INT64_MIN,
     RECORD_SCHEMA,
     AppendResult,
+    LogExtent,
     Record,
     SegmentInfo,
     int_arg,
@@ -34,7 +35,7 @@ from s3stream.base.records import (
 )
 from s3stream.format.walentry import AppendEntry, RollEntry
 from s3stream.manifest.intents import advance_log_start
-from s3stream.manifest.model import Manifest
+from s3stream.manifest.model import Manifest, SegmentRef
 from s3stream.manifest.versioned import ManifestStore
 from s3stream.partition import reads, recovery
 from s3stream.partition.appends import Appender
@@ -272,12 +273,22 @@ class PartitionLog:
         timestamp = int_arg("timestamp", timestamp, minimum=INT64_MIN, maximum=INT64_MAX)
         return reads.offset_for_timestamp(self._state, timestamp)
 
+    def extent(self) -> LogExtent:
+        """Log start, high watermark, log end and sealed segments from one look at the log's state.
+
+        In a process that does not write the partition each of those properties is a look of its own (a
+        manifest request, and a probe of the writer's WAL objects for the log end); a Kafka fetch needs all
+        of them for every partition it reads."""
+        view = self._state.view()
+        sealed = tuple(map(_sealed_info, view.segments))
+        return LogExtent(view.log_start_offset, self._appends.high_watermark(view.log_end_offset),
+                         view.log_end_offset, sealed)
+
     def segments(self) -> list[SegmentInfo]:
         """Sealed segments first (from the manifest), then rolled-but-unsealed ones, the active one last."""
         st = self._state
         view = st.view()
-        out = [SegmentInfo(s.base_offset, s.last_offset, s.size_bytes, s.record_count, s.max_timestamp,
-                           True, s.key) for s in view.segments]
+        out = list(map(_sealed_info, view.segments))
         with st.lock:
             w = st.writer
             unsealed = None if w is None else [*w.pending, w.active]
@@ -394,3 +405,7 @@ class PartitionLog:
     def seal_pending(self) -> None:
         """Seal every rolled segment, oldest first (rule: manifest segments stay contiguous)."""
         self._sealing.seal_pending()
+
+
+def _sealed_info(s: SegmentRef) -> SegmentInfo:
+    return SegmentInfo(s.base_offset, s.last_offset, s.size_bytes, s.record_count, s.max_timestamp, True, s.key)

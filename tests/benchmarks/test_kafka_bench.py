@@ -33,7 +33,8 @@ def test_kafka_benchmark_writes_verified_results_of_the_documented_shape(tmp_pat
         ceiling = result["bounds"][path]
         assert 0 < ceiling["ceiling_mb_per_s"] <= ceiling["cores_ceiling_mb_per_s"]
         assert ceiling["ceiling_ratio"] == pytest.approx(ceiling["ceiling_mb_per_s"] / reference["mb_per_s"], rel=1e-2)
-    assert result["bounds"]["catchup"]["client_main_thread_ceiling_mb_per_s"] > 0
+    main = result["bounds"]["catchup"]["client_main_thread_ceiling_mb_per_s"]
+    assert main is None or main > 0  # None: the consumer's main thread took under 10 ms at this size
     assert result["bounds"]["e2e"]["server_busy_cores"] > 0 and result["bounds"]["e2e"]["server_cpu_ms_per_mb"] > 0
     assert set(result["catchup"]) == {"kafka_cold", "kafka_warm", "read_arrow_cold", "read_arrow_warm",
                                       "read_arrow_api_topic"}

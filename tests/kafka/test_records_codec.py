@@ -46,7 +46,7 @@ from s3stream.apps.kafka.records.decode import decode_batch
 from s3stream.apps.kafka.records.encode import encode_batches
 from s3stream.apps.kafka.records.tail_cache import TailCache
 from s3stream.base.errors import InvalidRecord, RecordTooLarge
-from s3stream.base.records import HEADER_TYPE, RECORD_SCHEMA, SegmentInfo
+from s3stream.base.records import HEADER_TYPE, RECORD_SCHEMA, LogExtent, SegmentInfo
 
 CODECS = {"none": CODEC_NONE, "gzip": CODEC_GZIP, "snappy": CODEC_SNAPPY, "lz4": CODEC_LZ4, "zstd": CODEC_ZSTD}
 Row = tuple[bytes | None, bytes | None, int, list[tuple[str, bytes | None]]]
@@ -347,8 +347,9 @@ class FakeLog:
     def watch(self, callback: Any) -> Any:
         return lambda: None
 
-    def segments(self) -> list[SegmentInfo]:
-        return self._segments
+    def extent(self) -> LogExtent:
+        sealed = tuple(s for s in self._segments if s.sealed)
+        return LogExtent(self.log_start_offset, self.high_watermark, self.log_end_offset, sealed)
 
     def read_arrow(self, offset: int, *, max_bytes: int | None = None) -> pa.Table:
         self.reads += 1

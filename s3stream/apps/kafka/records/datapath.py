@@ -134,9 +134,10 @@ class DataPath:
         OFFSET_OUT_OF_RANGE outside ``[log start, log end]``; nothing at or past the high watermark. Blocking.
         """
         self._watch(plog)
-        start, hw = plog.log_start_offset, plog.high_watermark  # each a look at the log's state: no more
+        extent = plog.extent()  # one look at the log's state (a request or two where another node writes it)
+        start, hw = extent.log_start_offset, extent.high_watermark
         out = PartitionRead(high_watermark=hw, log_start_offset=start)
-        if offset < start or (offset > hw and offset > plog.log_end_offset):
+        if offset < start or (offset > hw and offset > extent.log_end_offset):
             out.error = ErrorCode.offset_out_of_range
             return out
         if offset >= hw or (budget <= 0 and not first):
@@ -144,7 +145,7 @@ class DataPath:
         key = (plog.topic_id, plog.partition)
         # sealed records may be compacted (new segment objects): they are served by segment key, never from
         # the tail cache, which keeps what producers sent before any cleaning
-        segment = _sealed_segment(plog.segments(), offset)
+        segment = extent.sealed_at(offset)
         if not plog.is_writer:
             self.tail.drop(key)  # another node wrote it meanwhile: what this one kept may not be the log
         elif segment is None and (hit := self.tail.get(key, offset, budget, end=hw)) is not None:
@@ -220,12 +221,12 @@ class DataPath:
                 offset = end
             else:
                 return
-            hw = plog.high_watermark
-            if offset > segment.last_offset or offset >= hw or offset < plog.log_start_offset:
+            extent = plog.extent()
+            if offset > segment.last_offset or offset >= extent.high_watermark or offset < extent.log_start_offset:
                 return
-            if _sealed_segment(plog.segments(), offset) != segment:  # compacted or deleted meanwhile
+            if extent.sealed_at(offset) != segment:  # compacted or deleted meanwhile
                 return
-            self._encode(plog, segment, offset, max(budget, AHEAD_BYTES), hw, log_append_time)
+            self._encode(plog, segment, offset, max(budget, AHEAD_BYTES), extent.high_watermark, log_append_time)
         except Exception:  # a read-ahead that fails costs the consumer its own read, nothing else
             log.debug("read-ahead of %s at %d failed", plog, offset, exc_info=True)
         finally:
@@ -268,13 +269,6 @@ class DataPath:
         with self._watch_lock:
             if key not in self._watched:
                 self._watched[key] = plog.watch(moved)
-
-
-def _sealed_segment(segments: list[SegmentInfo], offset: int) -> SegmentInfo | None:
-    for seg in segments:
-        if seg.sealed and seg.key and seg.base_offset <= offset <= seg.last_offset:
-            return seg
-    return None
 
 
 def _fit(batches: list[Batch], budget: int, first: bool) -> list[Batch]:
