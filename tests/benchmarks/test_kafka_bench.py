@@ -42,9 +42,11 @@ def test_kafka_benchmark_writes_verified_results_of_the_documented_shape(tmp_pat
         assert read["verified"] and read["records"] == total and read["payload_bytes"] == total * 1024
     e2e = result["e2e"]
     assert e2e["rate_mb_per_s"] == pytest.approx(result["produce"]["kafka"]["mb_per_s"] / 2, rel=1e-3)
+    light = result["e2e_light"]
+    assert light["rate_mb_per_s"] == pytest.approx(result["produce"]["kafka"]["mb_per_s"] / 8, rel=1e-3)
     for path in ("kafka", "api"):
-        run = e2e[path]
-        assert run["records"] > 0 and run["e2e"]["count"] == run["records"] and run["e2e"]["p99_ms"] > 0
+        for run in (e2e[path], light[path]):
+            assert run["records"] > 0 and run["e2e"]["count"] == run["records"] and run["e2e"]["p99_ms"] > 0
     figures = {f["name"]: f for f in result["figures"]}
     assert set(figures) == {"kafka_produce_mb_per_s", "kafka_catchup_cold_mb_per_s", "kafka_added_e2e_p99_ms"}
     assert result["passed"] == (code == 0) == all(f["passed"] for f in figures.values())
